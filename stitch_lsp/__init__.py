@@ -1,0 +1,3 @@
+"""Stitch: verified, profiled CUDA kernels from PyTorch code, in the editor."""
+
+__version__ = "0.1.0"

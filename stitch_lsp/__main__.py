@@ -1,0 +1,4 @@
+from stitch_lsp.lsp.main import main
+
+if __name__ == "__main__":
+    main()

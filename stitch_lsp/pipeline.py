@@ -1,0 +1,81 @@
+"""The data that flows one way through the fuse pipeline: Task → Plan → Candidate.
+
+(The Verdict lives in ``stitch_lsp.verdict``; Findings in ``stitch_lsp.findings``.)
+All plain, serialisable attrs classes; see ``stitch_lsp.serde``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from attrs import define, field, frozen
+
+from stitch_lsp.findings import Range
+
+
+@frozen
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: str = "float32"  # torch dtype name without "torch."
+
+
+@define
+class Task:
+    """A KernelBench-format reference: ``class Model``, ``get_inputs``, ``get_init_inputs``."""
+
+    name: str
+    source: str  # the reference module's text
+    inputs: list[TensorSpec] = field(factory=list)  # what get_inputs() returns, when known
+    origin_path: str | None = None  # the user's file the selection came from
+    origin_range: Range | None = None
+    shape_source: str = ""  # get_inputs | comment | recorder | settings | file
+    # Names of the selection's inputs / outputs, in call order (fuse only).
+    input_names: list[str] = field(factory=list)
+    output_names: list[str] = field(factory=list)
+
+    def key(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+
+@define
+class FusionGroup:
+    ops: list[str]  # aten-level op names in order, e.g. ["aten.addmm", "aten.gelu", "aten.mul"]
+    kind: str = "pointwise"  # pointwise | row_reduction | gemm_epilogue | unsupported
+    inputs: list[str] = field(factory=list)
+    outputs: list[str] = field(factory=list)
+    bytes_moved: int = 0  # fewest bytes the group must read + write
+    flops: int = 0
+    floor_us: float = 0.0  # max(bytes / bandwidth, flops / peak)
+    covered: bool = True  # the template Coder handles it
+    note: str = ""  # why it is not covered, or what the Coder will do
+
+
+@define
+class Plan:
+    task_key: str
+    groups: list[FusionGroup] = field(factory=list)
+    device_name: str = ""
+    bandwidth_gbs: float = 0.0  # what the floor was computed with
+    peak_tflops: float = 0.0
+    eager_kernels: int = 0  # kernels eager PyTorch launches for the task
+    floor_us: float = 0.0
+    predicted_speedup: float | None = None
+    notes: list[str] = field(factory=list)
+
+
+@define
+class Candidate:
+    """A solution: a Python module defining ``ModelNew`` plus its CUDA sources."""
+
+    module_source: str  # Python text defining ModelNew (binding)
+    cuda_sources: dict[str, str] = field(factory=dict)  # file name -> CUDA text
+    coder: str = "template"  # template | llm
+    notes: list[str] = field(factory=list)
+    uncovered_ops: list[str] = field(factory=list)  # left as PyTorch, by design
+
+    def key(self) -> str:
+        h = hashlib.sha256(self.module_source.encode())
+        for name in sorted(self.cuda_sources):
+            h.update(name.encode())
+            h.update(self.cuda_sources[name].encode())
+        return h.hexdigest()[:16]
