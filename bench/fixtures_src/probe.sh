@@ -33,6 +33,11 @@ try:
     from cuda.bindings import nvrtc
     t=time.time(); e,p=nvrtc.nvrtcCreateProgram(src.encode(),b"k.cu",0,[],[]); r=nvrtc.nvrtcCompileProgram(p,1,[b"--gpu-architecture=sm_90"]); print("nvrtc cuda.bindings compile", r[0], round(time.time()-t,3))
 except Exception as ex: print("cuda.bindings", ex)
+import inspect
+for j in range(3):
+    t=time.time(); kk=torch.cuda._compile_kernel(src.replace("2.f",f"{j+7}.f"), "k"); print("torch._compile_kernel", j, round(time.time()-t,3))
+print(inspect.signature(torch.cuda._compile_kernel)); print([a for a in dir(kk) if not a.startswith('__')])
+z=torch.ones(1000,device="cuda"); kk(grid=(4,1,1), block=(256,1,1), args=[z, 1000]); torch.cuda.synchronize(); print("compile_kernel ran", z[:3].tolist())
 x=torch.empty(1<<28, device="cuda"); y=torch.empty_like(x); torch.cuda.synchronize()
 for _ in range(3): y.copy_(x)
 s=torch.cuda.Event(True); e=torch.cuda.Event(True); s.record()
