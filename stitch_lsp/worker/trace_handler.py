@@ -85,6 +85,20 @@ def _decompositions() -> dict:
     def var(x, dims=None, *, correction=None, keepdim=False):
         return var_mean(x, dims, correction=correction, keepdim=keepdim)[0]
 
+    def split_with_sizes(x, sizes, dim=0):
+        out, start = [], 0
+        for size in sizes:
+            out.append(torch.ops.aten.slice.Tensor(x, dim, start, start + size))
+            start += size
+        return out
+
+    def split(x, size, dim=0):
+        total = x.shape[dim]
+        sizes = [min(size, total - s) for s in range(0, total, size)]
+        return split_with_sizes(x, sizes, dim)
+
+    table[aten.split_with_sizes.default] = split_with_sizes
+    table[aten.split.Tensor] = split
     table[aten._softmax.default] = softmax
     table[aten._log_softmax.default] = log_softmax
     table[aten.native_layer_norm.default] = layer_norm

@@ -36,6 +36,8 @@ def lower(graph: OpGraph) -> LoweredProgram:
     index = graph.index()
     program = LoweredProgram(graph=graph, groups=groups)
     for group in groups:
+        if group.kind in ("pointwise", "row_reduction", "col_reduction") and not group.outputs:
+            continue  # computes nothing anyone reads
         if group.kind in ("pointwise", "row_reduction"):
             name = f"stitch_fused_{len(program.kernels)}"
             try:
