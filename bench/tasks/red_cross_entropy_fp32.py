@@ -1,0 +1,29 @@
+"""Cross-entropy forward, fp32, per token: the LM loss over a 32000-token vocabulary
+for 4096 tokens (reduction="none", so every token's loss is checked).
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+LEVEL = 2
+TAGS = ("reduction", "cross-entropy", "logsumexp", "row-reduction", "fp32", "memory-bound")
+DTYPE = torch.float32
+M, V = 4096, 32000  # tokens, vocabulary
+SMALL = {"M": 64, "V": 200}  # CPU-test sizes
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, reduction="none")
+
+
+def get_inputs():
+    return [torch.randn(M, V, dtype=DTYPE), torch.randint(0, V, (M,), dtype=torch.int64)]
+
+
+def get_init_inputs():
+    return []
