@@ -57,6 +57,8 @@ class Settings:
     # Set by the client (workspace trust); nothing is executed until it is true.
     trusted: bool = False
     python: str = ""  # interpreter for worker processes; "" = the server's own
+    # Quiet time after a keystroke before static rules run (0 = at once; benchmarks use 0).
+    diagnostics_debounce_ms: int = 150
 
     def replace(self, **changes: Any) -> "Settings":
         return attrs.evolve(self, **changes)

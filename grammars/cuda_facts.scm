@@ -1,0 +1,44 @@
+; Facts about one function body, captured in one pass (stitch_lsp/analysis/cuda_facts.py).
+; Capture names are "<fact>" or "<fact>.<part>"; each list comes back in document order.
+
+; Calls by plain or template name: barriers, atomics, shuffles, printf, CUDA API, error checks.
+(call_expression function: (identifier) @call.name) @call
+(call_expression function: (template_function name: (identifier) @call.name)) @call
+(call_expression function: (qualified_identifier) @call.name) @call
+; Method calls such as block.sync() or block.thread_rank().
+(call_expression function: (field_expression field: (field_identifier) @method.name)) @method
+
+; Calls whose result is thrown away (a bare statement).
+(expression_statement (call_expression) @bare)
+
+; Kernel launches: name<<<grid, block, shared, stream>>>(args).
+(call_expression (kernel_call_syntax) @launch.config) @launch
+(expression_statement (call_expression (kernel_call_syntax))) @launch.stmt
+
+; Memory accesses and writes.
+(subscript_expression) @subscript
+(assignment_expression) @assign
+(update_expression) @update
+(pointer_expression) @deref
+
+; Declarations (locals, __shared__ arrays, loop variables).
+(declaration) @decl
+
+; Control flow that decides who runs what.
+(if_statement) @if
+(for_statement) @loop
+(while_statement) @loop
+(do_statement) @loop
+(conditional_expression) @ternary
+(return_statement) @return
+(preproc_ifdef) @preproc
+(preproc_if) @preproc
+
+; Floating literals (FP64 promotion in float kernels).
+(number_literal) @number
+
+; `blockIdx.x * blockDim.x`: a 32-bit product (index overflow).
+(binary_expression
+  left: (field_expression argument: (identifier) @mul.a)
+  operator: "*"
+  right: (field_expression argument: (identifier) @mul.b)) @mul

@@ -1,0 +1,351 @@
+"""CUDA analysis of one file: kernels, launches, shared memory, barriers, rule findings.
+
+``analyze_cuda(text, path)`` is the entry point. It is pure (no I/O, no compiler) and
+fast on large files:
+
+* each path keeps its last tree, so a new version of the text is parsed
+  incrementally (tree-sitter reuses what did not change);
+* results are cached per function, keyed by the function's own text, so only the
+  functions an edit touched are analysed again.
+
+Broken parses: a function whose own subtree contains a syntax error (an ERROR or a
+MISSING node) gets no rule findings at all — its facts (name, parameters, launches)
+are still reported, marked ``parse_ok=False``. Functions that parse cleanly keep
+their findings, so a half-typed kernel does not hide real problems elsewhere in the
+file. ``CudaAnalysis.parse_ok`` is False whenever the file has any syntax error, and
+``syntax_errors`` says where, so the editor can show one "does not parse" message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+
+from attrs import frozen
+from tree_sitter import Node, Point, Tree
+
+from stitch_lsp.analysis import rules as rule_registry
+from stitch_lsp.analysis.cuda_consts import Constants
+from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts, kernel_info
+from stitch_lsp.analysis.cuda_grammar import new_parser
+from stitch_lsp.analysis.cuda_model import (
+    BarrierInfo, CudaAnalysis, KernelInfo, LaunchInfo, SharedDecl, shift_record,
+)
+from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
+from stitch_lsp.analysis.cuda_text import Columns, encode_source, node_text, squash
+from stitch_lsp.analysis.rules.base import Emitter, FileView
+from stitch_lsp.findings import Finding, Position, Range
+from stitch_lsp.analysis.cuda_text import operands
+
+log = logging.getLogger(__name__)
+
+MAX_SYNTAX_ERRORS = 50
+_CONTAINERS = frozenset({"translation_unit", "declaration_list", "preproc_ifdef", "preproc_if",
+                         "preproc_else", "preproc_elif", "preproc_elifdef"})
+
+
+@frozen
+class UnitResult:
+    """What one function contributes to the file's analysis (absolute ranges at ``row``)."""
+
+    row: int
+    kernel: KernelInfo | None
+    launches: tuple[LaunchInfo, ...]
+    shared_decls: tuple[SharedDecl, ...]
+    barriers: tuple[BarrierInfo, ...]
+    findings: tuple[Finding, ...]
+
+
+@frozen
+class _Unit:
+    fn: Node  # function_definition, or a declaration for a prototype
+    unit: Node  # the same, or its template_declaration
+    is_prototype: bool
+
+
+def _units_and_constants(src: bytes, root: Node) -> tuple[list[_Unit], Constants]:
+    units: list[_Unit] = []
+    values: list[tuple[str, str]] = []
+    macros: list[str] = []
+    includes: list[str] = []
+
+    def visit(container: Node) -> None:
+        for node in container.children:
+            t = node.type
+            if t == "function_definition":
+                units.append(_Unit(node, node, False))
+            elif t == "template_declaration":
+                inner = next((c for c in operands(node)
+                              if c.type in ("function_definition", "declaration")), None)
+                if inner is not None and inner.type == "function_definition":
+                    units.append(_Unit(inner, node, False))
+                elif inner is not None and _is_cuda_prototype(inner):
+                    units.append(_Unit(inner, node, True))
+            elif t == "declaration":
+                if _is_cuda_prototype(node):
+                    units.append(_Unit(node, node, True))
+                else:
+                    _collect_const(src, node, values)
+            elif t == "linkage_specification":
+                body = node.child_by_field_name("body")
+                if body is None:
+                    continue
+                if body.type == "function_definition":
+                    units.append(_Unit(body, body, False))
+                elif body.type == "declaration" and _is_cuda_prototype(body):
+                    units.append(_Unit(body, body, True))
+                elif body.type == "declaration_list":
+                    visit(body)
+            elif t == "namespace_definition":
+                body = node.child_by_field_name("body")
+                if body is not None:
+                    visit(body)
+            elif t in _CONTAINERS:
+                visit(node)
+            elif t == "preproc_def":
+                name = node.child_by_field_name("name")
+                value = node.child_by_field_name("value")
+                if name is not None and value is not None:
+                    values.append((node_text(src, name), squash(node_text(src, value))))
+            elif t == "preproc_function_def":
+                name = node.child_by_field_name("name")
+                if name is not None:
+                    macros.append(node_text(src, name))
+            elif t == "preproc_include":
+                path = node.child_by_field_name("path")
+                if path is not None:
+                    includes.append(node_text(src, path).strip("<>\""))
+
+    visit(root)
+    return units, Constants(tuple(values), tuple(macros), tuple(includes))
+
+
+def _is_cuda_prototype(decl: Node) -> bool:
+    kinds = {c.type for c in decl.children}
+    if not kinds & {"__global__", "__device__"}:
+        return False
+    d = decl.child_by_field_name("declarator")
+    return d is not None and d.type == "function_declarator"
+
+
+def _collect_const(src: bytes, decl: Node, out: list[tuple[str, str]]) -> None:
+    quals = {node_text(src, c) for c in decl.children if c.type in ("type_qualifier", "storage_class_specifier")}
+    if not quals & {"const", "constexpr"}:
+        return
+    for d in decl.children_by_field_name("declarator"):
+        if d.type == "init_declarator":
+            name = d.child_by_field_name("declarator")
+            value = d.child_by_field_name("value")
+            if name is not None and name.type == "identifier" and value is not None:
+                out.append((node_text(src, name), squash(node_text(src, value))))
+
+
+def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
+    """ERROR and MISSING nodes, found by descending only into subtrees that have errors."""
+    found: list[Range] = []
+    stack = [root]
+    while stack and len(found) < MAX_SYNTAX_ERRORS:
+        n = stack.pop()
+        if n.is_error:
+            found.append(cols.range(n))
+            continue
+        if n.is_missing:
+            found.append(cols.range(n))
+            continue
+        stack.extend(reversed([c for c in n.children if c.has_error]))
+    return tuple(sorted(found))
+
+
+def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: _Unit, path: str) -> UnitResult:
+    row = u.unit.start_point.row
+    ok = not u.unit.has_error
+    if u.is_prototype:
+        k = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn)
+        return UnitResult(row, k, (), (), (), ())
+    facts = build_facts(src, cols, consts, u.fn, u.unit)
+    if facts is None:
+        return UnitResult(row, None, (), (), (), ())
+    kernel = None
+    if facts.is_global or facts.is_device:
+        kernel = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn)
+    shared = tuple(
+        SharedDecl(name=d.name, type_text=d.type_text,
+                   size_text=squash(facts.text(d.array_size)) if d.array_size is not None else None,
+                   is_extern=d.is_extern, range=cols.range(d.node), function=facts.name)
+        for d in facts.decls if d.is_shared
+    )
+    barriers = tuple(
+        BarrierInfo(name=c.name, range=cols.range(c.node), function=facts.name)
+        for c in facts.calls if c.name in BLOCK_BARRIERS or c.name in WARP_BARRIERS
+    ) + tuple(
+        BarrierInfo(name=f"{facts.text(c.node.child_by_field_name('function').child_by_field_name('argument'))}.sync",
+                    range=cols.range(c.node), function=facts.name)
+        for c in facts.method_calls if c.name == "sync"
+    )
+    findings: list[Finding] = []
+    if ok:
+        for rule in rule_registry.FUNCTION_RULES:
+            out = Emitter(facts, path, rule.meta)
+            try:
+                rule.check(facts, out)
+            except Exception:  # one rule's bug must not take the analysis down
+                log.exception("rule %s failed on %s in %s", rule.meta.code, facts.name, path or "<text>")
+                continue
+            findings.extend(out.found)
+    return UnitResult(row, kernel, tuple(l.info for l in facts.launches), shared, barriers,
+                      tuple(sorted(findings, key=lambda f: (f.range, f.code))))
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n, i, step = min(len(a), len(b)), 0, 4096
+    while i + step <= n and a[i:i + step] == b[i:i + step]:
+        i += step
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+    la, lb = len(a), len(b)
+    n, k, step = min(la, lb, limit), 0, 4096
+    while k + step <= n and a[la - k - step:la - k] == b[lb - k - step:lb - k]:
+        k += step
+    while k < n and a[la - 1 - k] == b[lb - 1 - k]:
+        k += 1
+    return k
+
+
+def _point(buf: bytes, offset: int) -> Point:
+    return Point(buf.count(b"\n", 0, offset), offset - (buf.rfind(b"\n", 0, offset) + 1))
+
+
+class CudaAnalyzer:
+    """Analysis for one document, keeping what the next version of it can reuse."""
+
+    def __init__(self, path: str = ""):
+        self.path = path
+        self._parser = new_parser()
+        self._lock = threading.Lock()
+        self._src: bytes | None = None
+        self._tree: Tree | None = None
+        self._cache: dict[tuple, UnitResult] = {}
+        self._last: CudaAnalysis | None = None
+
+    def analyze(self, text: str) -> CudaAnalysis:
+        src = encode_source(text)
+        with self._lock:
+            if self._last is not None and src == self._src:
+                return self._last
+            tree = self._parse(src)
+            result = self._analyze_tree(src, tree)
+            self._src, self._tree, self._last = src, tree, result
+            return result
+
+    def _parse(self, src: bytes) -> Tree:
+        old, tree = self._src, self._tree
+        if old is None or tree is None:
+            return self._parser.parse(src)
+        start = _common_prefix(old, src)
+        suffix = _common_suffix(old, src, min(len(old), len(src)) - start)
+        old_end, new_end = len(old) - suffix, len(src) - suffix
+        tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
+                  start_point=_point(old, start), old_end_point=_point(old, old_end),
+                  new_end_point=_point(src, new_end))
+        return self._parser.parse(src, tree)
+
+    def _analyze_tree(self, src: bytes, tree: Tree) -> CudaAnalysis:
+        root = tree.root_node
+        cols = Columns(src)
+        units, consts = _units_and_constants(src, root)
+        cache: dict[tuple, UnitResult] = {}
+        results: list[UnitResult] = []
+        for u in units:
+            line_start = u.unit.start_byte - u.unit.start_point.column
+            key = (src[line_start:u.unit.start_byte], src[u.unit.start_byte:u.unit.end_byte], consts,
+                   u.unit.has_error)
+            hit = self._cache.get(key)
+            row = u.unit.start_point.row
+            if hit is None:
+                hit = _analyze_unit(src, cols, consts, u, self.path)
+            elif hit.row != row:
+                hit = shift_record(hit, row - hit.row)
+            cache[key] = hit
+            results.append(hit)
+        self._cache = cache  # only the current file's functions stay cached
+
+        definitions = {r.kernel.name for r in results if r.kernel is not None and r.kernel.body_range is not None}
+        kernels, device_fns = [], []
+        for r in results:
+            k = r.kernel
+            if k is None or (k.body_range is None and k.name in definitions):
+                continue
+            (kernels if k.is_global else device_fns).append(k)
+        launches = tuple(l for r in results for l in r.launches)
+        findings = [f for r in results for f in r.findings]
+        findings.extend(self._file_findings(tuple(kernels), launches))
+        kept, dropped = split_ignored(findings, ignore_comments(src))
+        errors = _syntax_errors(cols, root) if root.has_error else ()
+        return CudaAnalysis(
+            path=self.path, parse_ok=not root.has_error, syntax_errors=errors,
+            kernels=tuple(kernels), device_functions=tuple(device_fns), launches=launches,
+            shared_decls=tuple(s for r in results for s in r.shared_decls),
+            barriers=tuple(b for r in results for b in r.barriers),
+            findings=kept, suppressed=dropped,
+        )
+
+    def _file_findings(self, kernels: tuple[KernelInfo, ...], launches: tuple[LaunchInfo, ...]) -> list[Finding]:
+        view = FileView(self.path, kernels, launches)
+        out: list[Finding] = []
+        for rule in rule_registry.FILE_RULES:
+            emitter = Emitter(None, self.path, rule.meta)
+            try:
+                rule.check_file(view, lambda rng, msg, fix=None, e=emitter: e.emit(rng, msg, fix=fix))
+            except Exception:
+                log.exception("rule %s failed in %s", rule.meta.code, self.path or "<text>")
+                continue
+            out.extend(emitter.found)
+        return out
+
+
+_ANALYZERS: OrderedDict[str, CudaAnalyzer] = OrderedDict()
+_ANALYZERS_LOCK = threading.Lock()
+MAX_DOCUMENTS = 32
+
+
+def analyzer_for(path: str) -> CudaAnalyzer:
+    with _ANALYZERS_LOCK:
+        a = _ANALYZERS.get(path)
+        if a is None:
+            a = _ANALYZERS[path] = CudaAnalyzer(path)
+            while len(_ANALYZERS) > MAX_DOCUMENTS:
+                _ANALYZERS.popitem(last=False)
+        else:
+            _ANALYZERS.move_to_end(path)
+        return a
+
+
+def forget(path: str) -> None:
+    """Drop what is kept for a document (call when it is closed)."""
+    with _ANALYZERS_LOCK:
+        _ANALYZERS.pop(path, None)
+
+
+def analyze_cuda(text: str, path: str = "") -> CudaAnalysis:
+    """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can."""
+    return analyzer_for(path).analyze(text)
+
+
+def kernel_at(analysis: CudaAnalysis, position: Position) -> KernelInfo | None:
+    """The kernel or device function whose name or body contains ``position``, or the
+    kernel a launch at ``position`` calls."""
+    for k in (*analysis.kernels, *analysis.device_functions):
+        if k.name_range.contains(position) or (k.body_range is not None and k.body_range.contains(position)):
+            return k
+    for launch in analysis.launches:
+        if launch.range.contains(position):
+            name = launch.kernel.split("::")[-1]
+            matches = [k for k in analysis.kernels if k.name.split("::")[-1] == name]
+            if matches:
+                return next((k for k in matches if k.body_range is not None), matches[0])
+    return None

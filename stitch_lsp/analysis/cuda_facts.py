@@ -1,0 +1,709 @@
+"""Facts about one CUDA function, from one query pass over its body.
+
+A function (with its template header) is the unit of analysis: rules read these
+facts, and results are cached per function text, so an edit re-analyses only the
+function it touched. Nothing here walks the whole file.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from attrs import define, field
+from tree_sitter import Node, QueryCursor
+
+from stitch_lsp.analysis.cuda_consts import Constants, resolve_int
+from stitch_lsp.analysis.cuda_grammar import facts_query
+from stitch_lsp.analysis.cuda_model import KernelInfo, LaunchInfo, ParamInfo
+from stitch_lsp.analysis.cuda_text import Columns, node_text, operands, squash
+
+BUILTIN_OBJECTS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
+# cooperative_groups calls that return the calling thread's index.
+THREAD_RANK_METHODS = frozenset({"thread_rank", "thread_index"})
+BLOCK_BARRIERS = frozenset({"__syncthreads", "__syncthreads_count", "__syncthreads_and",
+                            "__syncthreads_or", "__barrier_sync", "cg::sync",
+                            "cooperative_groups::sync"})
+WARP_BARRIERS = frozenset({"__syncwarp"})
+ATOMICS = frozenset(
+    f"{op}{scope}"
+    for op in ("atomicAdd", "atomicSub", "atomicExch", "atomicMin", "atomicMax", "atomicInc",
+               "atomicDec", "atomicCAS", "atomicAnd", "atomicOr", "atomicXor")
+    for scope in ("", "_block", "_system")
+)
+INT64_TYPES = frozenset({"size_t", "int64_t", "uint64_t", "long", "long long", "unsigned long",
+                         "unsigned long long", "long int", "long long int", "ptrdiff_t",
+                         "ssize_t", "index_t", "std::size_t", "std::int64_t", "long unsigned int"})
+INT32_TYPES = frozenset({"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "signed",
+                         "signed int", "short", "unsigned short"})
+RELATIONAL_OPS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+
+
+@define(slots=True)
+class Control:
+    """A construct that decides whether (or how often) code runs: if, loop, ternary."""
+
+    kind: str  # "if" | "loop" | "ternary"
+    node: Node
+    cond: Node | None
+    # Bytes governed by the condition: [gov_start, end).
+    gov_start: int
+    end: int
+
+    def governs(self, byte: int) -> bool:
+        return self.gov_start <= byte < self.end
+
+
+@define(slots=True)
+class Access:
+    """``base[i]`` or ``base[i][j]`` (the outermost subscript of a chain)."""
+
+    node: Node
+    base: str | None
+    indices: tuple[Node, ...]
+    index_text: str
+    is_write: bool
+    is_read: bool
+    # Where it happens in evaluation order: an assignment's target is written after its value is read.
+    order: int
+
+
+@define(slots=True)
+class Call:
+    name: str
+    node: Node
+    args: tuple[Node, ...]
+    bare: bool  # its result is thrown away
+
+
+@define(slots=True)
+class Launch:
+    info: LaunchInfo
+    node: Node
+    config: Node
+    config_args: tuple[Node, ...]
+    stmt: Node | None
+
+
+@define(slots=True)
+class LocalDecl:
+    name: str
+    type_text: str
+    node: Node  # the declaration
+    declarator: Node
+    value: Node | None
+    is_pointer: bool
+    is_const: bool
+    is_shared: bool
+    is_extern: bool
+    array_size: Node | None
+
+
+@define(slots=True)
+class Param:
+    info: ParamInfo
+    node: Node
+    type_node: Node | None
+    star: Node | None  # the `*` of a pointer parameter
+
+
+@define(slots=True)
+class FunctionFacts:
+    src: bytes
+    cols: Columns
+    consts: Constants
+    node: Node  # function_definition
+    unit: Node  # the function or its template_declaration
+    name: str
+    name_node: Node
+    is_global: bool
+    is_device: bool
+    is_host_code: bool  # no __global__ / __device__: runs on the host
+    template_params: frozenset[str]
+    params: tuple[Param, ...]
+    launch_bounds: Node | None
+    body: Node | None
+    calls: list[Call] = field(factory=list)
+    method_calls: list[Call] = field(factory=list)
+    launches: list[Launch] = field(factory=list)
+    accesses: list[Access] = field(factory=list)
+    assigns: list[Node] = field(factory=list)
+    updates: list[Node] = field(factory=list)
+    derefs: list[Node] = field(factory=list)
+    decls: list[LocalDecl] = field(factory=list)
+    controls: list[Control] = field(factory=list)
+    returns: list[Node] = field(factory=list)
+    preprocs: list[Node] = field(factory=list)
+    numbers: list[Node] = field(factory=list)
+    # `a.x * b.x` products of two builtin fields (checked for blockIdx * blockDim).
+    builtin_products: list[Node] = field(factory=list)
+    # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
+    defs: dict[str, list[Node]] = field(factory=dict)
+    _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
+    _closure_memo: dict[str, frozenset[str]] = field(factory=dict)
+
+    # ---- text and ranges -------------------------------------------------
+    def text(self, node: Node) -> str:
+        return node_text(self.src, node)
+
+    def range(self, node: Node):
+        return self.cols.range(node)
+
+    # ---- names ------------------------------------------------------------
+    @property
+    def param_names(self) -> dict[str, Param]:
+        return {p.info.name: p for p in self.params}
+
+    def local(self, name: str) -> LocalDecl | None:
+        for d in self.decls:
+            if d.name == name:
+                return d
+        return None
+
+    def shared_names(self) -> set[str]:
+        names = {d.name for d in self.decls if d.is_shared}
+        # Pointers carved out of shared arrays (`float* b = smem + n;`) are shared too.
+        for d in self.decls:
+            if d.is_pointer and d.value is not None and not d.is_shared:
+                if self.base_names(d.value) & names:
+                    names.add(d.name)
+        return names
+
+    def global_pointer_names(self) -> set[str]:
+        """Pointer parameters and local pointers derived from them."""
+        names = {p.info.name for p in self.params if p.info.is_pointer}
+        shared = self.shared_names()
+        for d in self.decls:
+            if d.is_pointer and d.value is not None and d.name not in shared:
+                if self.base_names(d.value) & names:
+                    names.add(d.name)
+        return names
+
+    def type_of(self, name: str) -> str | None:
+        d = self.local(name)
+        if d is not None:
+            return d.type_text
+        p = self.param_names.get(name)
+        return p.info.type_text if p is not None else None
+
+    def is_int64_name(self, name: str) -> bool:
+        t = self.type_of(name)
+        if t is None:
+            return False
+        t = t.replace("const ", "").replace("constexpr ", "").strip()
+        return t in INT64_TYPES
+
+    # ---- data flow ----------------------------------------------------------
+    def refs(self, node: Node) -> frozenset[str]:
+        """Names an expression reads: identifiers, and builtins as "threadIdx.x" etc."""
+        key = node.id
+        hit = self._refs_memo.get(key)
+        if hit is not None:
+            return hit
+        out: set[str] = set()
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            t = n.type
+            if t == "identifier":
+                out.add(self.text(n))
+            elif t == "field_expression":
+                arg = n.child_by_field_name("argument")
+                fld = n.child_by_field_name("field")
+                if arg is not None and arg.type == "identifier" and self.text(arg) in BUILTIN_OBJECTS:
+                    out.add(f"{self.text(arg)}.{self.text(fld) if fld is not None else 'x'}")
+                elif arg is not None:
+                    stack.append(arg)
+            elif t == "call_expression":
+                fn = n.child_by_field_name("function")
+                if fn is not None and fn.type == "field_expression":
+                    fld = fn.child_by_field_name("field")
+                    if fld is not None and self.text(fld) in THREAD_RANK_METHODS:
+                        out.add("threadIdx.x")
+                args = n.child_by_field_name("arguments")
+                if args is not None:
+                    stack.append(args)
+                if fn is not None and fn.type != "identifier":
+                    stack.append(fn)
+            elif t in ("sizeof_expression", "string_literal", "type_descriptor", "template_argument_list"):
+                continue
+            else:
+                stack.extend(n.named_children)
+        result = frozenset(out)
+        self._refs_memo[key] = result
+        return result
+
+    def base_names(self, node: Node) -> set[str]:
+        """Names an expression may point into: identifiers outside subscript indices."""
+        out: set[str] = set()
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            t = n.type
+            if t == "identifier":
+                out.add(self.text(n))
+            elif t == "subscript_expression":
+                arg = n.child_by_field_name("argument")
+                if arg is not None:
+                    stack.append(arg)
+            elif t in ("call_expression", "sizeof_expression", "type_descriptor", "field_identifier"):
+                if t == "call_expression":
+                    # A cast-like call (reinterpret_cast<T*>(p)) still points into p.
+                    fn = n.child_by_field_name("function")
+                    if fn is not None and fn.type == "template_function":
+                        args = n.child_by_field_name("arguments")
+                        if args is not None:
+                            stack.append(args)
+                continue
+            else:
+                stack.extend(n.named_children)
+        return out
+
+    def closure(self, names: Iterable[str]) -> frozenset[str]:
+        """The names plus everything they were computed from, transitively."""
+        out: set[str] = set()
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            if name in out:
+                continue
+            out.add(name)
+            for value in self.defs.get(name, ()):
+                todo.extend(self.refs(value) - out)
+        return frozenset(out)
+
+    def depends_on_thread(self, node: Node) -> bool:
+        return any(n.startswith("threadIdx.") for n in self.closure(self.refs(node)))
+
+    def thread_dependent_names(self, names: Iterable[str]) -> bool:
+        return any(n.startswith("threadIdx.") for n in self.closure(names))
+
+    # ---- control flow --------------------------------------------------------
+    def controls_over(self, byte: int) -> list[Control]:
+        return [c for c in self.controls if c.governs(byte)]
+
+    def loops_over(self, byte: int) -> list[Control]:
+        return [c for c in self.controls if c.kind == "loop" and c.governs(byte)]
+
+    def resolve_int(self, node: Node | None) -> int | None:
+        if node is None:
+            return None
+        return resolve_int(self.src, node, self.consts, self._local_consts())
+
+    def _local_consts(self) -> dict[str, Node]:
+        return {d.name: d.value for d in self.decls
+                if d.value is not None and not d.is_pointer and (d.is_const or d.type_text == "dim3")}
+
+
+# ---------------------------------------------------------------------------
+# Building the facts
+
+
+def _children_types(node: Node) -> set[str]:
+    return {c.type for c in node.children}
+
+
+def _find_function_declarator(node: Node | None) -> Node | None:
+    while node is not None:
+        if node.type == "function_declarator":
+            return node
+        node = node.child_by_field_name("declarator")
+    return None
+
+
+def _declarator_name(node: Node | None) -> Node | None:
+    """The identifier a declarator declares (through pointers, arrays, references, inits)."""
+    while node is not None:
+        if node.type in ("identifier", "field_identifier", "qualified_identifier", "operator_name",
+                         "destructor_name", "type_identifier"):
+            return node
+        nxt = node.child_by_field_name("declarator")
+        if nxt is None:
+            nxt = next((c for c in operands(node) if c.type in (
+                "identifier", "pointer_declarator", "reference_declarator", "array_declarator",
+                "init_declarator", "parenthesized_declarator", "qualified_identifier")), None)
+        node = nxt
+    return None
+
+
+def _has_descendant_type(node: Node, types: set[str], stop: set[str] = frozenset()) -> Node | None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in types:
+            return n
+        if n.type in stop:
+            continue
+        stack.extend(n.children)
+    return None
+
+
+def _param(src: bytes, cols: Columns, node: Node) -> Param | None:
+    declarator = node.child_by_field_name("declarator")
+    name_node = _declarator_name(declarator)
+    if name_node is None:
+        return None
+    name = node_text(src, name_node)
+    pointer = _has_descendant_type(declarator, {"pointer_declarator", "array_declarator"}) is not None \
+        if declarator is not None else False
+    is_const = any(c.type == "type_qualifier" and node_text(src, c) == "const" for c in node.children)
+    qualifiers = [node_text(src, q) for q in _iter_type(node, "type_qualifier")]
+    is_restrict = any(q in ("__restrict__", "__restrict", "restrict") for q in qualifiers)
+    full = node_text(src, node)
+    rel_start = name_node.start_byte - node.start_byte
+    rel_end = name_node.end_byte - node.start_byte
+    raw = src[node.start_byte:node.end_byte]
+    type_text = squash((raw[:rel_start] + raw[rel_end:]).decode("utf-8", "replace")) if full else ""
+    star = None
+    if declarator is not None and declarator.type == "pointer_declarator":
+        star = declarator.children[0] if declarator.children else None
+    info = ParamInfo(name=name, type_text=type_text, is_pointer=pointer, is_const=is_const,
+                     is_restrict=is_restrict, range=cols.range(node))
+    return Param(info=info, node=node, type_node=node.child_by_field_name("type"), star=star)
+
+
+def _iter_type(node: Node, type_name: str):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == type_name:
+            yield n
+        stack.extend(n.children)
+
+
+def function_header(src: bytes, cols: Columns, fn: Node):
+    """(name node, is_global, is_device, launch_bounds node, params) of a function or prototype."""
+    kinds = _children_types(fn)
+    is_global = "__global__" in kinds
+    is_device = "__device__" in kinds
+    launch_bounds = next((c for c in fn.children if c.type == "launch_bounds"), None)
+    fdecl = _find_function_declarator(fn.child_by_field_name("declarator"))
+    if fdecl is None:
+        return None
+    name_node = fdecl.child_by_field_name("declarator")
+    if name_node is None:
+        return None
+    params = []
+    plist = fdecl.child_by_field_name("parameters")
+    if plist is not None:
+        for p in operands(plist):
+            if p.type in ("parameter_declaration", "optional_parameter_declaration"):
+                param = _param(src, cols, p)
+                if param is not None:
+                    params.append(param)
+    return name_node, is_global, is_device, launch_bounds, tuple(params)
+
+
+def launch_bounds_text(src: bytes, node: Node | None) -> str | None:
+    if node is None:
+        return None
+    args = [node_text(src, c) for c in operands(node)]
+    return ", ".join(args) if args else squash(node_text(src, node))
+
+
+def kernel_info(src: bytes, cols: Columns, fn: Node, unit: Node, *, parse_ok: bool,
+                is_template: bool) -> KernelInfo | None:
+    header = function_header(src, cols, fn)
+    if header is None:
+        return None
+    name_node, is_global, is_device, lb, params = header
+    body = fn.child_by_field_name("body")
+    return KernelInfo(
+        name=node_text(src, name_node),
+        range=cols.range(unit),
+        name_range=cols.range(name_node),
+        is_global=is_global,
+        params=tuple(p.info for p in params),
+        body_range=cols.range(body) if body is not None else None,
+        launch_bounds=launch_bounds_text(src, lb),
+        is_host="__host__" in _children_types(fn),
+        is_template=is_template,
+        parse_ok=parse_ok,
+    )
+
+
+def _template_params(src: bytes, unit: Node) -> frozenset[str]:
+    if unit.type != "template_declaration":
+        return frozenset()
+    plist = unit.child_by_field_name("parameters")
+    names = set()
+    if plist is not None:
+        for p in operands(plist):
+            n = _declarator_name(p.child_by_field_name("declarator")) if p.child_by_field_name("declarator") \
+                else next((c for c in operands(p) if c.type in ("type_identifier", "identifier")), None)
+            if n is not None:
+                names.add(node_text(src, n))
+    return frozenset(names)
+
+
+def _decl_facts(facts: FunctionFacts, decl: Node) -> list[LocalDecl]:
+    src = facts.src
+    type_node = decl.child_by_field_name("type")
+    type_text = node_text(src, type_node) if type_node is not None else ""
+    quals = {node_text(src, c) for c in decl.children if c.type in ("type_qualifier", "storage_class_specifier")}
+    # `__shared__` sits among the qualifiers; `const`/`constexpr` too.
+    is_shared = "__shared__" in quals
+    is_extern = "extern" in quals
+    is_const = bool(quals & {"const", "constexpr"})
+    prefix = " ".join(q for q in ("const", "constexpr") if q in quals)
+    out = []
+    for d in decl.children_by_field_name("declarator"):
+        value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+        target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+        name_node = _declarator_name(target)
+        if name_node is None:
+            continue
+        is_pointer = _has_descendant_type(target, {"pointer_declarator"}) is not None if target is not None else False
+        array = _has_descendant_type(target, {"array_declarator"}) if target is not None else None
+        size = array.child_by_field_name("size") if array is not None else None
+        out.append(LocalDecl(
+            name=node_text(src, name_node),
+            type_text=(prefix + " " + type_text).strip() if prefix else type_text,
+            node=decl, declarator=d, value=value, is_pointer=is_pointer, is_const=is_const,
+            is_shared=is_shared, is_extern=is_extern, array_size=size,
+        ))
+    return out
+
+
+def _subscript_chain(node: Node) -> tuple[Node | None, list[Node]]:
+    indices = []
+    cur = node
+    while cur is not None and cur.type == "subscript_expression":
+        idx = cur.child_by_field_name("indices")
+        if idx is not None:
+            indices.append(idx)
+        cur = cur.child_by_field_name("argument")
+    while cur is not None and cur.type == "parenthesized_expression" and len(operands(cur)) == 1:
+        cur = operands(cur)[0]
+    indices.reverse()
+    return (cur if cur is not None and cur.type == "identifier" else None), indices
+
+
+def index_expr(idx: Node) -> Node:
+    """The expression inside a subscript_argument_list (`[i]` -> `i`)."""
+    named = operands(idx)
+    return named[0] if len(named) == 1 else idx
+
+
+def _control(kind: str, node: Node) -> Control:
+    if kind == "if":
+        cond = node.child_by_field_name("condition")
+        cons = node.child_by_field_name("consequence")
+        gov = cons.start_byte if cons is not None else node.end_byte
+    elif kind == "ternary":
+        cond = node.child_by_field_name("condition")
+        cons = node.child_by_field_name("consequence")
+        gov = cons.start_byte if cons is not None else node.end_byte
+    else:  # loops: the condition decides whether the body runs again, so it governs everything after it
+        cond = node.child_by_field_name("condition")
+        gov = node.start_byte
+        if node.type == "for_statement":
+            init = node.child_by_field_name("initializer")
+            gov = init.end_byte if init is not None else node.start_byte
+    if cond is not None and cond.type == "condition_clause":
+        cond = cond.child_by_field_name("value") or cond
+    if cond is not None and cond.type == "parenthesized_expression" and len(operands(cond)) == 1:
+        cond = operands(cond)[0]
+    return Control(kind=kind, node=node, cond=cond, gov_start=gov, end=node.end_byte)
+
+
+def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: Node) -> FunctionFacts | None:
+    header = function_header(src, cols, fn)
+    if header is None:
+        return None
+    name_node, is_global, is_device, lb, params = header
+    body = fn.child_by_field_name("body")
+    facts = FunctionFacts(
+        src=src, cols=cols, consts=consts, node=fn, unit=unit, name=node_text(src, name_node),
+        name_node=name_node, is_global=is_global, is_device=is_device,
+        is_host_code=not (is_global or is_device), template_params=_template_params(src, unit),
+        params=params, launch_bounds=lb, body=body,
+    )
+    if body is None:
+        return facts
+    matches = QueryCursor(facts_query()).matches(body)
+    bare_calls: set[int] = set()
+    launch_stmts: dict[int, Node] = {}
+    write_targets: dict[int, int] = {}  # subscript node id -> evaluation order
+    compound_targets: set[int] = set()
+    raw_calls: list[tuple[str, Node, bool]] = []
+    subscripts: list[Node] = []
+    launches: list[tuple[Node, Node]] = []
+    for _, caps in matches:
+        if "call" in caps:
+            raw_calls.append((node_text(src, caps["call.name"][0]), caps["call"][0], False))
+        elif "method" in caps:
+            raw_calls.append((node_text(src, caps["method.name"][0]), caps["method"][0], True))
+        elif "bare" in caps:
+            bare_calls.add(caps["bare"][0].id)
+        elif "launch.stmt" in caps:
+            stmt = caps["launch.stmt"][0]
+            call = operands(stmt)[0] if operands(stmt) else None
+            if call is not None:
+                launch_stmts[call.id] = stmt
+        elif "launch" in caps:
+            launches.append((caps["launch"][0], caps["launch.config"][0]))
+        elif "subscript" in caps:
+            subscripts.append(caps["subscript"][0])
+        elif "assign" in caps:
+            a = caps["assign"][0]
+            facts.assigns.append(a)
+            left = a.child_by_field_name("left")
+            right = a.child_by_field_name("right")
+            op = a.child_by_field_name("operator")
+            if left is not None:
+                write_targets[left.id] = a.end_byte
+                if op is not None and node_text(src, op) != "=":
+                    compound_targets.add(left.id)
+                if left.type == "identifier" and right is not None:
+                    facts.defs.setdefault(node_text(src, left), []).append(right)
+        elif "update" in caps:
+            u = caps["update"][0]
+            facts.updates.append(u)
+            arg = u.child_by_field_name("argument")
+            if arg is not None:
+                write_targets[arg.id] = u.end_byte
+                compound_targets.add(arg.id)
+        elif "deref" in caps:
+            facts.derefs.append(caps["deref"][0])
+        elif "decl" in caps:
+            for d in _decl_facts(facts, caps["decl"][0]):
+                facts.decls.append(d)
+                if d.value is not None:
+                    facts.defs.setdefault(d.name, []).append(d.value)
+        elif "if" in caps:
+            facts.controls.append(_control("if", caps["if"][0]))
+        elif "loop" in caps:
+            facts.controls.append(_control("loop", caps["loop"][0]))
+        elif "ternary" in caps:
+            facts.controls.append(_control("ternary", caps["ternary"][0]))
+        elif "return" in caps:
+            facts.returns.append(caps["return"][0])
+        elif "preproc" in caps:
+            facts.preprocs.append(caps["preproc"][0])
+        elif "number" in caps:
+            facts.numbers.append(caps["number"][0])
+        elif "mul" in caps:
+            names = {node_text(src, caps["mul.a"][0]), node_text(src, caps["mul.b"][0])}
+            if names == {"blockIdx", "blockDim"}:
+                facts.builtin_products.append(caps["mul"][0])
+
+    for name, node, is_method in raw_calls:
+        args_node = node.child_by_field_name("arguments")
+        args = tuple(operands(args_node)) if args_node is not None else ()
+        call = Call(name=name, node=node, args=args, bare=node.id in bare_calls)
+        (facts.method_calls if is_method else facts.calls).append(call)
+        # Atomics write through their first argument.
+        if not is_method and name in ATOMICS and args:
+            target = args[0]
+            if target.type == "pointer_expression" and len(operands(target)):
+                target = operands(target)[-1]
+            write_targets[target.id] = node.end_byte
+            compound_targets.add(target.id)
+
+    # Only the outermost subscript of a chain is an access (`a[i][j]`, not `a[i]`).
+    inner = set()
+    for s in subscripts:
+        arg = s.child_by_field_name("argument")
+        if arg is not None and arg.type == "subscript_expression":
+            inner.add(arg.id)
+    for s in subscripts:
+        if s.id in inner:
+            continue
+        base, indices = _subscript_chain(s)
+        is_write = s.id in write_targets
+        is_read = (not is_write) or s.id in compound_targets
+        facts.accesses.append(Access(
+            node=s, base=node_text(src, base) if base is not None else None, indices=tuple(indices),
+            index_text="][".join(squash(node_text(src, index_expr(i))) for i in indices),
+            is_write=is_write, is_read=is_read,
+            order=write_targets.get(s.id, s.start_byte),
+        ))
+
+    for call_node, config in launches:
+        fn_node = call_node.child_by_field_name("function")
+        if fn_node is not None and fn_node.type == "template_function":
+            fn_node = fn_node.child_by_field_name("name") or fn_node
+        cfg = tuple(operands(config))
+        texts = [squash(node_text(src, c)) for c in cfg]
+        block_threads = _block_threads(facts, cfg[1]) if len(cfg) > 1 else None
+        info = LaunchInfo(
+            kernel=node_text(src, fn_node) if fn_node is not None else "",
+            range=cols.range(call_node), config_range=cols.range(config),
+            grid=texts[0] if texts else "", block=texts[1] if len(texts) > 1 else "",
+            shared_mem=texts[2] if len(texts) > 2 else None, stream=texts[3] if len(texts) > 3 else None,
+            block_threads=block_threads,
+        )
+        facts.launches.append(Launch(info=info, node=call_node, config=config, config_args=cfg,
+                                     stmt=launch_stmts.get(call_node.id)))
+    facts.controls.sort(key=lambda c: c.node.start_byte)
+    return facts
+
+
+def dim3_args(facts: FunctionFacts, node: Node) -> tuple[Node, ...] | None:
+    """The arguments of a dim3 value: `dim3(16, 16)`, `{16, 16}`, or a local `dim3 b(16, 16)`."""
+    if node.type == "call_expression":
+        fn = node.child_by_field_name("function")
+        if fn is not None and facts.text(fn) == "dim3":
+            args = node.child_by_field_name("arguments")
+            return tuple(operands(args)) if args is not None else ()
+    if node.type == "initializer_list":
+        return tuple(operands(node))
+    if node.type == "identifier":
+        d = facts.local(facts.text(node))
+        if d is not None and d.type_text.endswith("dim3"):
+            if d.value is not None:
+                if d.value.type == "argument_list":
+                    return tuple(operands(d.value))
+                return dim3_args(facts, d.value)
+            return None
+    return None
+
+
+def block_dims(facts: FunctionFacts, node: Node) -> list[int] | None:
+    """The constant x, y, z extents of a launch's block argument, or None when not constant."""
+    args = dim3_args(facts, node)
+    if args is None:
+        if node.type == "identifier" and facts.local(facts.text(node)) is not None:
+            d = facts.local(facts.text(node))
+            if d.type_text.endswith("dim3"):
+                return None
+        value = facts.resolve_int(node)
+        return [value] if value is not None else None
+    dims = []
+    for a in args:
+        v = facts.resolve_int(a)
+        if v is None:
+            return None
+        dims.append(v)
+    return dims or None
+
+
+def _block_threads(facts: FunctionFacts, node: Node) -> int | None:
+    dims = block_dims(facts, node)
+    if not dims:
+        return None
+    total = 1
+    for d in dims:
+        total *= d
+    return total
+
+
+def is_relational(facts: FunctionFacts, node: Node | None) -> bool:
+    """Whether an expression contains a comparison (a bounds check looks like one)."""
+    if node is None:
+        return False
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "binary_expression":
+            op = n.child_by_field_name("operator")
+            if op is not None and facts.text(op) in RELATIONAL_OPS:
+                return True
+        if n.type in ("call_expression",):
+            continue
+        stack.extend(n.named_children)
+    return False
+
+
+def contains_return(node: Node) -> bool:
+    return _has_descendant_type(node, {"return_statement"}, stop={"function_definition", "lambda_expression"}) is not None

@@ -1,0 +1,100 @@
+"""STC008: a kernel's pointer parameter is only read but not declared `const` (and `__restrict__`)."""
+
+from __future__ import annotations
+
+from stitch_lsp.analysis.cuda_facts import ATOMICS, FunctionFacts, Param
+from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
+from stitch_lsp.findings import Fix, Severity
+
+# Calls that read through a pointer argument and never write through it.
+READ_ONLY_CALLS = frozenset({
+    "__ldg", "__ldca", "__ldcg", "__ldcs", "__ldlu", "__ldcv", "printf", "__builtin_assume_aligned",
+    "__prefetch_global_l1", "__prefetch_global_l2",
+})
+
+
+def _write_targets(facts: FunctionFacts):
+    for a in facts.assigns:
+        left = a.child_by_field_name("left")
+        if left is not None:
+            yield left
+    for u in facts.updates:
+        arg = u.child_by_field_name("argument")
+        if arg is not None:
+            yield arg
+    for c in facts.calls:
+        if c.name in ATOMICS and c.args:
+            yield c.args[0]
+
+
+def _aliases(facts: FunctionFacts, name: str) -> set[str]:
+    names = {name}
+    changed = True
+    while changed:
+        changed = False
+        for d in facts.decls:
+            if d.is_pointer and d.name not in names and d.value is not None and facts.base_names(d.value) & names:
+                names.add(d.name)
+                changed = True
+        for a in facts.assigns:
+            left, right = a.child_by_field_name("left"), a.child_by_field_name("right")
+            if left is not None and right is not None and left.type == "identifier":
+                lname = facts.text(left)
+                if lname not in names and facts.base_names(right) & names:
+                    names.add(lname)
+                    changed = True
+    return names
+
+
+def _is_read_only(facts: FunctionFacts, p: Param) -> bool:
+    names = _aliases(facts, p.info.name)
+    for target in _write_targets(facts):
+        if facts.base_names(target) & names:
+            return False
+    for c in (*facts.calls, *facts.method_calls):
+        if c.name in READ_ONLY_CALLS:
+            continue
+        if any(facts.base_names(arg) & names for arg in c.args):
+            return False  # handed to code we do not see: it may write
+    for launch in facts.launches:
+        args = launch.node.child_by_field_name("arguments")
+        if args is not None and facts.base_names(args) & names:
+            return False
+    return True
+
+
+class MutableReadOnlyParam(Rule):
+    meta = RuleMeta("STC008", "readonly-param-not-const",
+                    "Read-only pointer parameter without `const` / `__restrict__`", Severity.INFO)
+
+    def check(self, facts: FunctionFacts, out: Emitter) -> None:
+        if not facts.is_global or facts.body is None:
+            return
+        used = facts.refs(facts.body)
+        for p in facts.params:
+            info = p.info
+            if not info.is_pointer or info.is_const or info.name not in used:
+                continue
+            if not _is_read_only(facts, p):
+                continue
+            edits = [out.insert_before(p.node, "const ")]
+            if not info.is_restrict and p.star is not None:
+                nxt = facts.src[p.star.end_byte:p.star.end_byte + 1]
+                edits.append(out.insert_after(p.star, " __restrict__" if nxt.isspace() else " __restrict__ "))
+            suggested = _apply(facts.text(p.node), p, edits, facts)
+            out.emit(p.node, f"`{info.name}` is only read; declare it `{suggested}` so loads can take the "
+                             f"read-only cache path and the compiler can reorder them",
+                     fix=Fix(title=f"Declare `{info.name}` as `{suggested}`", edits=tuple(edits)))
+
+
+def _apply(text: str, p: Param, edits, facts: FunctionFacts) -> str:
+    out = "const " + text
+    if len(edits) > 1 and p.star is not None:
+        cut = p.star.end_byte - p.node.start_byte
+        raw = facts.src[p.node.start_byte:p.node.end_byte]
+        rest = raw[cut:].decode("utf-8", "replace")
+        out = "const " + raw[:cut].decode("utf-8", "replace") + (" __restrict__" if rest[:1].isspace() else " __restrict__ ") + rest
+    return " ".join(out.split())
+
+
+RULE = MutableReadOnlyParam()

@@ -1,0 +1,173 @@
+"""Initialise, shut down, load settings from every source, and workspace trust.
+
+Settings are rebuilt from their layers whenever one changes: defaults ←
+``[tool.stitch]`` in the workspace's pyproject.toml ← initializationOptions ←
+``workspace/configuration`` (section ``stitch``). Trust is never read from those
+layers (a cloned repository must not be able to trust itself): only the client
+sets it, through ``initializationOptions.trusted`` or ``stitch/setTrusted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.uris import to_fs_path
+
+from stitch_lsp.lsp.server import StitchServer
+from stitch_lsp.settings import Settings, from_pyproject, merge
+
+log = logging.getLogger(__name__)
+
+SET_TRUSTED = "stitch/setTrusted"
+_LAYERS = ("pyproject", "initializationOptions", "workspace/configuration")
+_NOT_FROM_SETTINGS = ("trusted",)
+
+
+class SettingsLayers:
+    def __init__(self) -> None:
+        self.layers: dict[str, dict[str, Any]] = {name: {} for name in _LAYERS}
+        self.reported: set[str] = set()
+
+
+def _root_of(params: lsp.InitializeParams) -> Path | None:
+    uri = None
+    if params.workspace_folders:
+        uri = params.workspace_folders[0].uri
+    elif params.root_uri:
+        uri = params.root_uri
+    if uri:
+        path = to_fs_path(uri)
+        return Path(path) if path else None
+    if params.root_path:
+        return Path(params.root_path)
+    return None
+
+
+def _settings_part(options: Any) -> dict[str, Any]:
+    """The settings carried in initializationOptions: ``{settings: {...}}`` or flat."""
+    if not isinstance(options, dict):
+        return {}
+    part = options.get("settings", options)
+    if isinstance(part, list):  # some clients send one settings object per workspace folder
+        part = part[0] if part and isinstance(part[0], dict) else {}
+    return part if isinstance(part, dict) else {}
+
+
+def _without_trust(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    dropped = [k for k in raw if k in _NOT_FROM_SETTINGS]
+    inner = raw.get("stitch")
+    if isinstance(inner, dict):
+        dropped += [k for k in inner if k in _NOT_FROM_SETTINGS]
+        raw = {**raw, "stitch": {k: v for k, v in inner.items() if k not in _NOT_FROM_SETTINGS}}
+    return {k: v for k, v in raw.items() if k not in _NOT_FROM_SETTINGS}, dropped
+
+
+def rebuild_settings(server: StitchServer) -> None:
+    layers: SettingsLayers = server.settings_layers
+    settings = Settings()
+    for name in _LAYERS:
+        raw, dropped = _without_trust(layers.layers[name])
+        settings, ignored = merge(settings, raw)
+        for key in ignored + [f"{k} (only the editor's workspace trust sets this)" for k in dropped]:
+            tag = f"{name}:{key}"
+            if tag not in layers.reported:
+                layers.reported.add(tag)
+                server.log_message(f"Stitch: ignored setting '{key}' from {name}", lsp.MessageType.Warning)
+    settings = settings.replace(trusted=server.trusted)
+    if settings != server.settings:
+        server.settings = settings
+        log.info("settings: %s", settings)
+        server.emit("settings_changed", settings)
+
+
+async def pull_configuration(server: StitchServer) -> None:
+    if not server.client_supports("workspace.configuration"):
+        return
+    scope = server.root.as_uri() if server.root else None
+    try:
+        result = await asyncio.wait_for(
+            server.workspace_configuration_async(
+                lsp.ConfigurationParams(items=[lsp.ConfigurationItem(scope_uri=scope, section="stitch")])
+            ),
+            timeout=5.0,
+        )
+    except Exception as exc:  # a client that never answers must not stall startup
+        log.warning("workspace/configuration failed: %s", exc)
+        return
+    value = result[0] if result else None
+    server.settings_layers.layers["workspace/configuration"] = value if isinstance(value, dict) else {}
+
+
+def set_trusted(server: StitchServer, trusted: bool) -> None:
+    if bool(trusted) == server.trusted:
+        return
+    server.trusted = bool(trusted)
+    log.info("workspace trust: %s", server.trusted)
+    rebuild_settings(server)
+
+
+def register(server: StitchServer) -> None:
+    server.settings_layers = SettingsLayers()
+
+    @server.feature(lsp.INITIALIZE)
+    def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        ls.root = _root_of(params)
+        options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
+        ls.initialization_options = options
+        ls.trusted = options.get("trusted") is True
+        layers = ls.settings_layers.layers
+        layers["pyproject"] = from_pyproject(ls.root) if ls.root else {}
+        layers["initializationOptions"] = _settings_part(options)
+        rebuild_settings(ls)
+
+    @server.feature(lsp.INITIALIZED)
+    async def initialized(ls: StitchServer, params: lsp.InitializedParams) -> None:
+        if ls.client_supports("workspace.did_change_configuration.dynamic_registration"):
+            try:
+                await ls.client_register_capability_async(
+                    lsp.RegistrationParams(
+                        registrations=[
+                            lsp.Registration(
+                                id="stitch-configuration",
+                                method=lsp.WORKSPACE_DID_CHANGE_CONFIGURATION,
+                                register_options=lsp.DidChangeConfigurationRegistrationOptions(section="stitch"),
+                            )
+                        ]
+                    )
+                )
+            except Exception as exc:
+                log.warning("could not register for configuration changes: %s", exc)
+        try:
+            await pull_configuration(ls)
+            rebuild_settings(ls)
+        finally:
+            ls.mark_ready()
+        ls.emit("initialized")
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: StitchServer, params: lsp.DidChangeConfigurationParams) -> None:
+        if ls.client_supports("workspace.configuration"):
+            await pull_configuration(ls)
+        elif isinstance(params.settings, dict):
+            raw = params.settings.get("stitch", params.settings)
+            ls.settings_layers.layers["workspace/configuration"] = raw if isinstance(raw, dict) else {}
+        if ls.root:
+            ls.settings_layers.layers["pyproject"] = from_pyproject(ls.root)
+        rebuild_settings(ls)
+
+    @server.feature(SET_TRUSTED)
+    def on_set_trusted(ls: StitchServer, params: Any) -> None:
+        trusted = params.get("trusted") if isinstance(params, dict) else getattr(params, "trusted", None)
+        if not isinstance(trusted, bool):
+            log.warning("%s without a boolean 'trusted': %r", SET_TRUSTED, params)
+            return
+        set_trusted(ls, trusted)
+
+    @server.feature(lsp.SHUTDOWN)
+    def shutdown(ls: StitchServer, params: Any) -> None:
+        ls.shutdown_hooks()

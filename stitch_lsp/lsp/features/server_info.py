@@ -1,0 +1,42 @@
+"""``stitch/serverInfo`` (and the ``stitch.serverInfo`` command): what this server is and sees.
+
+Used by the client's status bar and by tests (``torchLoaded`` must stay false:
+the server process never imports torch).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from stitch_lsp import __version__
+from stitch_lsp.lsp.server import StitchServer
+from stitch_lsp.verify.nvcc import detect_gpu, nvcc_version
+
+SERVER_INFO = "stitch/serverInfo"
+
+
+def register(server: StitchServer) -> None:
+    async def info() -> dict[str, Any]:
+        nvcc = await server.run_in_thread(nvcc_version, server.settings.nvcc_path, pool="process")
+        gpu = await server.run_in_thread(detect_gpu, pool="process")
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "python": sys.executable,
+            "torchLoaded": "torch" in sys.modules,
+            "trusted": server.trusted,
+            "nvcc": {"path": nvcc.path, "version": nvcc.version} if nvcc else None,
+            "gpu": gpu.name if gpu else None,
+            "features": list(server.registered_features),
+            "root": str(server.root) if server.root else None,
+        }
+
+    @server.feature(SERVER_INFO)
+    async def server_info(ls: StitchServer, params: Any) -> dict[str, Any]:
+        return await info()
+
+    @server.command("stitch.serverInfo")
+    async def server_info_command(ls: StitchServer, *args: Any) -> dict[str, Any]:
+        return await info()

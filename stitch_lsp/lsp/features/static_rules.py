@@ -1,0 +1,117 @@
+"""Static rubric rules on open and change, debounced, off the event loop.
+
+A keystroke restarts a short quiet period (``diagnosticsDebounceMs``); then the
+document's text is analysed in a worker thread and the findings are published
+only if the document has not changed meanwhile (stale results are dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from lsprotocol import types as lsp
+
+from stitch_lsp.findings import Finding, Range, Severity
+from stitch_lsp.lsp.cuda_documents import analyze_text, unfit_reason
+from stitch_lsp.lsp.server import StitchServer
+
+log = logging.getLogger(__name__)
+
+SOURCE = "rules"
+
+
+def parse_notice(path: str, syntax_errors: tuple[Range, ...]) -> list[Finding]:
+    """One quiet note where the parse broke: rules are not run on what follows it."""
+    if not syntax_errors:
+        return []
+    first = min(syntax_errors, key=lambda r: (r.start.line, r.start.character))
+    return [
+        Finding(
+            path=path,
+            range=first,
+            severity=Severity.HINT,
+            code="parse",
+            message="Static rules skip code that does not parse here; nvcc reports the exact error on save.",
+            source="stitch",
+        )
+    ]
+
+
+class StaticRules:
+    def __init__(self, server: StitchServer) -> None:
+        self.server = server
+        self._tasks: dict[str, asyncio.Task] = {}
+
+    def schedule(self, uri: str) -> None:
+        server = self.server
+        if not server.is_cuda(uri):
+            return
+        if not server.settings.on_save.rules:
+            server.diagnostics.clear(uri, SOURCE)
+            return
+        doc = server.document(uri)
+        if doc is None:
+            return
+        previous = self._tasks.pop(uri, None)
+        if previous is not None and not previous.done():
+            previous.cancel()
+        task = server.spawn(self._run(uri, doc.version), name=f"rules {uri}")
+        self._tasks[uri] = task
+        server.diagnostics.track(uri, task)
+
+    async def _run(self, uri: str, version: int | None) -> None:
+        server = self.server
+        await server.wait_ready()
+        delay = max(0, server.settings.diagnostics_debounce_ms) / 1000.0
+        if delay:
+            await asyncio.sleep(delay)
+        doc = server.document(uri)
+        if doc is None or doc.version != version:
+            return
+        text = doc.source
+        reason = unfit_reason(text)
+        if reason is not None:
+            server.show_message_once(
+                f"unfit:{uri}",
+                f"Stitch does not analyse {doc.filename}: {reason}.",
+                lsp.MessageType.Info,
+            )
+            server.diagnostics.set(uri, SOURCE, [])
+            return
+        path = server.path_of(uri)
+        try:
+            analysis = await server.run_in_thread(analyze_text, text, path)
+        except ModuleNotFoundError as exc:
+            log.warning("CUDA analysis unavailable: %s", exc)
+            return
+        doc = server.document(uri)
+        if doc is None or doc.version != version:
+            return  # the text changed while we analysed: a newer run is on its way
+        server.cuda.store(uri, version, analysis)
+        if analysis is None:
+            server.diagnostics.set(uri, SOURCE, [])
+            return
+        findings = list(analysis.findings)
+        if not analysis.parse_ok:
+            findings += parse_notice(path, tuple(analysis.syntax_errors))
+        server.diagnostics.set(uri, SOURCE, findings)
+        server.emit("analysis", uri, analysis)
+
+    def close(self, uri: str) -> None:
+        task = self._tasks.pop(uri, None)
+        if task is not None:
+            task.cancel()
+        self.server.cuda.forget(uri)
+
+    def rerun_all(self, _settings: object = None) -> None:
+        for uri in list(self.server.workspace.text_documents):
+            self.schedule(uri)
+
+
+def register(server: StitchServer) -> None:
+    rules = StaticRules(server)
+    server.on_open(rules.schedule)
+    server.on_change(rules.schedule)
+    server.on_close(rules.close)
+    server.on_settings_changed(rules.rerun_all)
