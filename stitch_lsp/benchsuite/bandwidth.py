@@ -8,14 +8,12 @@ plain data so the bench (which never imports torch) can ask for it.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+from typing import Any
 
 from attrs import define
 
 from stitch_lsp.benchsuite.results import GpuInfo
 from stitch_lsp.cancellation import CancelToken
-from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo
 
 
@@ -37,27 +35,15 @@ class CopyBandwidthReply:
     device: DeviceInfo | None = None
 
 
-def measure_gpu(settings: Settings, slot: str, cancel: CancelToken, timeout_s: float = 120.0) -> GpuInfo:
-    """Describe the GPU this process sees and measure its copy bandwidth, through a worker."""
+def measure_gpu(pool: Any, slot: str, cancel: CancelToken, timeout_s: float = 180.0) -> GpuInfo:
+    """Measure the copy bandwidth of the GPU behind ``pool`` (a ``verify.worker_pool.WorkerPool``)."""
     info = GpuInfo(slot=slot)
     try:
-        from stitch_lsp.verify.worker_pool import WorkerPool, WorkerDied, WorkerError
-    except ImportError as exc:
-        info.message = f"copy bandwidth not measured: the Verifier's worker pool is missing ({exc})"
+        reply = pool.call("copy_bandwidth", CopyBandwidthRequest(), CopyBandwidthReply,
+                          timeout_s=timeout_s, cancel=cancel)
+    except Exception as exc:  # WorkerDied / WorkerError (no GPU, a crash) or an older worker without the kind
+        info.message = f"copy bandwidth not measured: {getattr(exc, 'message', '') or exc}"
         return info
-    with tempfile.TemporaryDirectory(prefix="stitch-bench-bw-") as workdir:
-        pool = WorkerPool(settings, Path(workdir))
-        try:
-            reply = pool.call("copy_bandwidth", CopyBandwidthRequest(), CopyBandwidthReply,
-                              timeout_s=timeout_s, cancel=cancel)
-        except (WorkerDied, WorkerError) as exc:
-            info.message = f"copy bandwidth not measured: {exc}"
-            return info
-        except Exception as exc:  # an older worker without the request kind, a changed pool API
-            info.message = f"copy bandwidth not measured: {type(exc).__name__}: {exc}"
-            return info
-        finally:
-            pool.close()
     info.device = reply.device
     info.copy_bandwidth_gbs = round(reply.gbs_median, 1)
     info.copy_method = reply.method

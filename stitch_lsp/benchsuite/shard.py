@@ -48,6 +48,7 @@ def _child_main(argv: list[str]) -> int:
     parser.add_argument("--settings", default="{}", help="Settings as JSON")
     parser.add_argument("--backend", default=DEFAULT_BACKEND)
     parser.add_argument("--slot", default="")
+    parser.add_argument("--options", default="{}", help="JSON keyword arguments for the backend's configure()")
     args = parser.parse_args(argv)
 
     # The protocol owns the real stdout; anything else printed (by a library, a
@@ -65,6 +66,8 @@ def _child_main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C reaches the whole group
     settings = from_dict(json.loads(args.settings), Settings)
     backend = importlib.import_module(args.backend)
+    if hasattr(backend, "configure"):
+        backend.configure(**json.loads(args.options))
     send({"kind": "ready", "pid": os.getpid()})
 
     def report(event: ProgressEvent) -> None:
@@ -126,8 +129,10 @@ class ShardWorker:
 
     def __init__(self, slot: str, *, coder: str, settings: Settings, log_dir: Path,
                  backend: str = DEFAULT_BACKEND, task_timeout_s: float = 900.0,
-                 python: str = sys.executable, env: dict[str, str] | None = None) -> None:
+                 python: str = sys.executable, env: dict[str, str] | None = None,
+                 backend_options: dict[str, Any] | None = None) -> None:
         self.slot = slot
+        self.backend_options = dict(backend_options or {})
         self.coder = coder
         self.settings = settings
         self.backend = backend
@@ -154,7 +159,8 @@ class ShardWorker:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_dir / f"shard-{self.slot or 'default'}.log", "ab")
         argv = [self.python, "-m", "stitch_lsp.benchsuite.shard", "--coder", self.coder,
-                "--settings", json.dumps(to_dict(self.settings)), "--backend", self.backend, "--slot", self.slot]
+                "--settings", json.dumps(to_dict(self.settings)), "--backend", self.backend, "--slot", self.slot,
+                "--options", json.dumps(self.backend_options)]
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                       env=self._env(), start_new_session=True, text=True, bufsize=1)
         lines: queue.Queue[str | None] = queue.Queue()

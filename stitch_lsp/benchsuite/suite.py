@@ -38,6 +38,8 @@ class BenchOptions:
     budget_s: float | None = None
     task_timeout_s: float = 900.0
     measure_bandwidth: bool = True
+    profile: bool = True  # Nsight Compute on each candidate: the bound and % of peak
+    sanitize: bool = False
     backend: str = DEFAULT_BACKEND
     command: str = ""
     verbose: bool = False
@@ -47,8 +49,11 @@ WorkerFactory = Callable[[str, BenchOptions, Settings, RunStore], Worker]
 
 
 def shard_worker(slot: str, options: BenchOptions, settings: Settings, store: RunStore) -> Worker:
+    backend_options = {"workdir": str((store.dir / "work" / slot).resolve()),
+                       "profile": options.profile, "sanitize": options.sanitize}
     return ShardWorker(slot, coder=options.coder, settings=settings, log_dir=store.logs,
-                       backend=options.backend, task_timeout_s=options.task_timeout_s)
+                       backend=options.backend, task_timeout_s=options.task_timeout_s,
+                       backend_options=backend_options)
 
 
 def _fmt_finished(result: TaskResult) -> str:

@@ -61,6 +61,9 @@ def add_parser(subparsers) -> None:
                    help="start no task after this long; the rest are reported as not run (resume later)")
     p.add_argument("--task-timeout", type=float, default=900.0, metavar="SECONDS",
                    help="kill a task that takes longer (default 900)")
+    p.add_argument("--no-profile", action="store_true",
+                   help="skip Nsight Compute (faster; the bound then comes from the task, %% of peak is left out)")
+    p.add_argument("--sanitize", action="store_true", help="also run compute-sanitizer on every candidate")
     p.add_argument("--no-bandwidth", action="store_true", help="skip measuring the copy bandwidth")
     p.add_argument("--verbose", "-v", action="store_true", help="print each task's stages as they change")
     # The module that runs a task and measures a GPU inside each worker (tests plug in stand-ins).
@@ -97,6 +100,8 @@ def run(args) -> int:
             budget_s=args.budget,
             task_timeout_s=args.task_timeout,
             measure_bandwidth=not args.no_bandwidth,
+            profile=not args.no_profile,
+            sanitize=args.sanitize,
             command="stitch " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             verbose=args.verbose,
             backend=args.backend,
