@@ -36,6 +36,7 @@ from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
 from stitch_lsp.analysis.cuda_text import Columns, encode_source, node_text, squash
 from stitch_lsp.analysis.rules.base import Emitter, FileView
 from stitch_lsp.findings import Finding, Position, Range
+from stitch_lsp.analysis.cuda_text import operands
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def _units_and_constants(src: bytes, root: Node) -> tuple[list[_Unit], Constants
             if t == "function_definition":
                 units.append(_Unit(node, node, False))
             elif t == "template_declaration":
-                inner = next((c for c in node.named_children
+                inner = next((c for c in operands(node)
                               if c.type in ("function_definition", "declaration")), None)
                 if inner is not None and inner.type == "function_definition":
                     units.append(_Unit(inner, node, False))

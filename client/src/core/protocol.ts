@@ -1,0 +1,69 @@
+/** Stitch's own messages on top of LSP (the server's `stitch_lsp/lsp/` implements them). */
+
+/** Notification, server → client, whenever the job queue or the GPU changes. */
+export const STATUS_NOTIFICATION = "stitch/status";
+export interface StatusParams {
+  gpu: string | null;
+  running: number;
+  queued: number;
+  trusted: boolean;
+  lastReport: string | null;
+}
+
+/** Request, client → server, once after start. */
+export const SERVER_INFO_REQUEST = "stitch/serverInfo";
+export interface ServerInfo {
+  version: string;
+  pid: number;
+  torchLoaded: boolean;
+  trusted: boolean;
+  nvcc: { path: string; version: string } | string | null;
+  gpu: string | null;
+  python?: string;
+}
+
+/** Notification, client → server, when the user grants workspace trust. */
+export const SET_TRUSTED_NOTIFICATION = "stitch/setTrusted";
+export interface SetTrustedParams {
+  trusted: boolean;
+}
+
+/** Notification, client → server, when the stored API key changes (`null`: removed). */
+export const SET_API_KEY_NOTIFICATION = "stitch/setApiKey";
+export interface SetApiKeyParams {
+  apiKey: string | null;
+}
+
+/** What the client sends as `initializationOptions`; the key is never part of it. */
+export interface InitializationOptions {
+  trusted: boolean;
+  settings: Record<string, unknown>;
+}
+
+/** Server commands (workspace/executeCommand) the editor offers in the palette and menus. */
+export const SERVER_COMMANDS = {
+  fuseSelection: "stitch.fuseSelection",
+  verifyKernel: "stitch.verifyKernel",
+  profileKernel: "stitch.profileKernel",
+  showReport: "stitch.showReport",
+  cancelAll: "stitch.cancelAll",
+} as const;
+
+export type ServerCommand = (typeof SERVER_COMMANDS)[keyof typeof SERVER_COMMANDS];
+
+/** Which editor state a palette invocation of each server command needs as arguments. */
+export const COMMAND_ARGUMENTS: Record<ServerCommand, "uri+range" | "uri+position" | "none"> = {
+  "stitch.fuseSelection": "uri+range",
+  "stitch.verifyKernel": "uri+position",
+  "stitch.profileKernel": "uri+position",
+  "stitch.showReport": "none",
+  "stitch.cancelAll": "none",
+};
+
+export const COMMAND_TITLES: Record<ServerCommand, string> = {
+  "stitch.fuseSelection": "Fuse Selection",
+  "stitch.verifyKernel": "Verify Kernel",
+  "stitch.profileKernel": "Profile Kernel",
+  "stitch.showReport": "Show Last Report",
+  "stitch.cancelAll": "Cancel All Jobs",
+};

@@ -1,0 +1,88 @@
+/** What the status bar item says, from the server's `stitch/status` and `stitch/serverInfo`. */
+
+import type { ServerInfo, StatusParams } from "./protocol";
+
+export type ServerState = "starting" | "running" | "stopped" | "failed";
+
+export interface StatusView {
+  text: string;
+  /** Markdown for the tooltip. */
+  tooltip: string;
+  severity: "normal" | "warning" | "error";
+}
+
+/** "NVIDIA H100 80GB HBM3" → "H100"; "NVIDIA GeForce RTX 4090" → "RTX 4090". */
+export function shortGpuName(name: string): string {
+  const trimmed = name.replace(/^NVIDIA\s+/i, "").replace(/^(GeForce|Tesla|Quadro)\s+/i, "").trim();
+  const datacenter = /^([A-Z]\d{2,4}[A-Z]?)\b/.exec(trimmed);
+  if (datacenter) {
+    return datacenter[1];
+  }
+  return trimmed.replace(/\s+\d+\s*GB.*$/i, "").trim() || name;
+}
+
+function jobsText(status: StatusParams | undefined): string {
+  if (!status) {
+    return "";
+  }
+  const parts: string[] = [];
+  if (status.running > 0) {
+    parts.push(`${status.running} running`);
+  }
+  if (status.queued > 0) {
+    parts.push(`${status.queued} queued`);
+  }
+  return parts.map((p) => ` · ${p}`).join("");
+}
+
+function nvccText(nvcc: ServerInfo["nvcc"]): string {
+  if (nvcc === null || nvcc === undefined) {
+    return "not found";
+  }
+  if (typeof nvcc === "string") {
+    return nvcc;
+  }
+  return `${nvcc.version} (${nvcc.path})`;
+}
+
+export function statusView(
+  state: ServerState,
+  trusted: boolean,
+  info: ServerInfo | undefined,
+  status: StatusParams | undefined,
+  detail?: string,
+): StatusView {
+  if (state === "starting") {
+    return { text: "$(sync~spin) Stitch", tooltip: "Stitch: starting the language server…", severity: "normal" };
+  }
+  if (state === "failed" || state === "stopped") {
+    return {
+      text: "$(error) Stitch",
+      tooltip: `Stitch: the language server is not running${detail ? `: ${detail}` : ""}.\n\nClick for actions.`,
+      severity: state === "failed" ? "error" : "warning",
+    };
+  }
+  const gpuName = status !== undefined ? status.gpu : info?.gpu ?? null;
+  const gpu = gpuName ? shortGpuName(gpuName) : "no GPU";
+  const restricted = !(status?.trusted ?? trusted);
+  const icon = restricted ? "$(shield)" : "$(zap)";
+  const text = `${icon} ${gpu}${jobsText(status)}${restricted ? " · restricted" : ""}`;
+  const lines = [
+    `**Stitch** ${info ? `server ${info.version} (pid ${info.pid})` : "server"}`,
+    "",
+    `- GPU: ${gpuName ?? "none visible"}`,
+    `- nvcc: ${info ? nvccText(info.nvcc) : "…"}`,
+    `- jobs: ${status ? `${status.running} running, ${status.queued} queued` : "none"}`,
+    restricted
+      ? "- workspace: **restricted mode** (not trusted: nothing from the workspace is executed)"
+      : "- workspace: trusted",
+  ];
+  if (info?.python) {
+    lines.push(`- Python: \`${info.python}\``);
+  }
+  if (status?.lastReport) {
+    lines.push(`- last report: \`${status.lastReport}\``);
+  }
+  lines.push("", "Click for actions: cancel jobs, show the last report, restart, show the output.");
+  return { text, tooltip: lines.join("\n"), severity: "normal" };
+}

@@ -1,0 +1,497 @@
+/**
+ * One Stitch server for the window: find Python, check the server is installed
+ * there, launch it, keep it in step with settings, trust and the API key, and
+ * restart it within bounds when it crashes.
+ */
+
+import type { ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as vscode from "vscode";
+import {
+  CloseAction,
+  ErrorAction,
+  LanguageClient,
+  RevealOutputChannelOn,
+  State,
+  type CloseHandlerResult,
+  type ErrorHandlerResult,
+  type LanguageClientOptions,
+} from "vscode-languageclient/node";
+import packageJson from "../../package.json";
+import { resolveInterpreter } from "../core/interpreter";
+import { buildLaunch, describeLaunch, spawnServer, terminate } from "../core/launch";
+import { findSourceCheckout, installAdvice, lastLine, probeServer } from "../core/probe";
+import {
+  COMMAND_ARGUMENTS,
+  COMMAND_TITLES,
+  SERVER_INFO_REQUEST,
+  SET_API_KEY_NOTIFICATION,
+  SET_TRUSTED_NOTIFICATION,
+  STATUS_NOTIFICATION,
+  type InitializationOptions,
+  type ServerCommand,
+  type ServerInfo,
+  type StatusParams,
+} from "../core/protocol";
+import type { Redactor } from "../core/redact";
+import { needsEditorArguments } from "../core/report";
+import { CrashPolicy, withTimeout } from "../core/restartPolicy";
+import {
+  SECTION,
+  contributedKeys,
+  explicitSettingValue,
+  restrictedKeys,
+  serverSettingKeys,
+  serverSettings,
+} from "../core/settings";
+import type { ServerState } from "../core/statusText";
+import { pipeServerStderr, type TraceChannel } from "./channels";
+import { activeInterpreter } from "./pythonExtension";
+
+export const INITIALIZE_TIMEOUT_MS = 30_000;
+
+const SERVER_KEYS = serverSettingKeys(contributedKeys(packageJson));
+const RESTRICTED_KEYS = restrictedKeys(packageJson);
+
+export const DOCUMENT_SELECTOR = [
+  { scheme: "file", language: "python" },
+  { scheme: "untitled", language: "python" },
+  { scheme: "file", language: "cuda-cpp" },
+  { scheme: "file", pattern: "**/*.cu" },
+  { scheme: "file", pattern: "**/*.cuh" },
+];
+
+/** The client, with vscode-languageclient's own pop-ups turned into log lines: this controller says what went wrong, once. */
+class StitchLanguageClient extends LanguageClient {
+  override error(message: string, data?: unknown, _showNotification?: boolean | "force"): void {
+    super.error(message, data, false);
+  }
+}
+
+export interface ServerEvents {
+  onStateChanged(state: ServerState, detail?: string): void;
+  onServerInfo(info: ServerInfo | undefined): void;
+  onStatus(status: StatusParams | undefined): void;
+  /** The palette commands the running server provides (empty when none runs). */
+  onServerCommands(commands: readonly string[]): void;
+  openReport(result: unknown): Promise<void>;
+}
+
+export class ServerController implements vscode.Disposable {
+  private client: StitchLanguageClient | undefined;
+  private child: ChildProcess | undefined;
+  private childExit: { code: number | null; signal: string | null } | undefined;
+  private stderrTail: string[] = [];
+  private readonly policy = new CrashPolicy();
+  private initTimer: NodeJS.Timeout | undefined;
+  private timedOut = false;
+  private failureShown = false;
+  private python = "";
+  private state: ServerState = "stopped";
+  private readonly disposables: vscode.Disposable[] = [];
+  /** Serialises start / stop / restart so that two changes in a row do not race. */
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly output: vscode.LogOutputChannel,
+    private readonly trace: TraceChannel,
+    private readonly redactor: Redactor,
+    private readonly events: ServerEvents,
+    private readonly apiKey: () => Promise<string | undefined>,
+  ) {}
+
+  get running(): boolean {
+    return this.state === "running" && this.client !== undefined;
+  }
+
+  get languageClient(): LanguageClient | undefined {
+    return this.client;
+  }
+
+  get interpreter(): string {
+    return this.python;
+  }
+
+  /** Start (or restart) the server; `byUser` forgets earlier crashes. */
+  restart(reason: string, byUser = false): Promise<void> {
+    this.queue = this.queue.then(async () => {
+      if (byUser) {
+        this.policy.reset();
+      }
+      await this.stopNow();
+      await this.startNow(reason);
+    });
+    return this.queue;
+  }
+
+  stop(): Promise<void> {
+    this.queue = this.queue.then(() => this.stopNow());
+    return this.queue;
+  }
+
+  async sendTrusted(trusted: boolean): Promise<void> {
+    if (this.client && this.running) {
+      await this.client.sendNotification(SET_TRUSTED_NOTIFICATION, { trusted });
+    }
+  }
+
+  async sendApiKey(apiKey: string | undefined): Promise<void> {
+    this.redactor.add(apiKey);
+    if (this.client && this.running) {
+      await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey: apiKey ?? null });
+    }
+  }
+
+  /** The server settings the user set explicitly, for `workspace/configuration` and `initializationOptions`. */
+  settingsFor(scope?: vscode.Uri): Record<string, unknown> {
+    const config = vscode.workspace.getConfiguration(SECTION, scope);
+    const trusted = vscode.workspace.isTrusted;
+    return serverSettings(SERVER_KEYS, (key) =>
+      explicitSettingValue(config.inspect(key), trusted, RESTRICTED_KEYS.includes(`${SECTION}.${key}`)),
+    );
+  }
+
+  private setState(state: ServerState, detail?: string): void {
+    this.state = state;
+    this.events.onStateChanged(state, detail);
+  }
+
+  private workspaceFolders(): string[] {
+    return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath);
+  }
+
+  private async startNow(reason: string): Promise<void> {
+    this.setState("starting");
+    this.failureShown = false;
+    const folders = this.workspaceFolders();
+    const config = vscode.workspace.getConfiguration(SECTION);
+    const interpreter = await resolveInterpreter({
+      configured: config.get<string>("python"),
+      pythonExtension: () => activeInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri),
+      workspaceFolders: folders,
+      trusted: vscode.workspace.isTrusted,
+    });
+    this.python = interpreter.command;
+    this.output.info(`Starting the Stitch server (${reason}); Python: ${interpreter.command} (from ${interpreter.source})`);
+    for (const note of interpreter.skipped) {
+      this.output.info(`Python: ${note}`);
+    }
+    const cwd = folders[0];
+    const probe = await probeServer(interpreter.command, { cwd, env: process.env });
+    if (!probe.ok) {
+      const advice = installAdvice(interpreter.command, probe, findSourceCheckout(folders));
+      this.output.error(advice.message);
+      this.setState("failed", probe.kind === "not-found" ? "Python not found" : "stitch_lsp is not installed");
+      this.events.onServerCommands([]);
+      void this.showInstallAdvice(advice.message, advice.command);
+      return;
+    }
+    this.output.info(`stitch_lsp ${probe.version} found in ${interpreter.command}`);
+    const key = await this.apiKey();
+    this.redactor.add(key);
+    const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
+    this.output.info(`Launching: ${describeLaunch(spec)}`);
+
+    const client = new StitchLanguageClient(
+      "stitch",
+      "Stitch",
+      async () => {
+        this.stderrTail = [];
+        this.childExit = undefined;
+        const child = spawnServer(spec);
+        this.child = child;
+        child.on("error", (error) => this.output.error(`Server process error: ${error.message}`));
+        child.on("exit", (code, signal) => {
+          if (this.child === child) {
+            this.childExit = { code, signal };
+          }
+          this.output.info(`Server process ${child.pid ?? "?"} exited (${signal ? `signal ${signal}` : `code ${code}`})`);
+        });
+        return child;
+      },
+      this.clientOptions(),
+    );
+    this.client = client;
+    client.onDidChangeState((event) => this.onClientState(client, event.newState));
+    client.onNotification(STATUS_NOTIFICATION, (status: StatusParams) => {
+      this.events.onStatus(status);
+    });
+    try {
+      await client.start();
+    } catch (error) {
+      this.clearInitTimer();
+      if (!this.failureShown) {
+        this.reportStartFailure(error instanceof Error ? error.message : String(error));
+      }
+    }
+  }
+
+  private clientOptions(): LanguageClientOptions {
+    return {
+      documentSelector: DOCUMENT_SELECTOR,
+      outputChannel: this.output,
+      traceOutputChannel: this.trace,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+      initializationOptions: (): InitializationOptions => ({
+        trusted: vscode.workspace.isTrusted,
+        settings: this.settingsFor(vscode.workspace.workspaceFolders?.[0]?.uri),
+      }),
+      initializationFailedHandler: (error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        this.reportStartFailure(`the server refused to initialize: ${message}`);
+        return false;
+      },
+      errorHandler: {
+        error: (): ErrorHandlerResult => ({ action: ErrorAction.Continue, handled: true }),
+        closed: (): CloseHandlerResult => this.onClosed(),
+      },
+      stdioOptions: {
+        stdout: () => undefined,
+        stderr: (input) =>
+          pipeServerStderr(input, this.output, (line) => {
+            this.stderrTail.push(line);
+            if (this.stderrTail.length > 40) {
+              this.stderrTail.shift();
+            }
+          }),
+      },
+      middleware: {
+        workspace: {
+          configuration: async (params, token, next) => {
+            const result = await next(params, token);
+            if (!Array.isArray(result)) {
+              return result;
+            }
+            return params.items.map((item, i) =>
+              item.section === SECTION
+                ? this.settingsFor(item.scopeUri ? vscode.Uri.parse(item.scopeUri) : undefined)
+                : result[i],
+            );
+          },
+        },
+        executeCommand: async (command, args, next) => this.executeCommand(command, args, next),
+      },
+    };
+  }
+
+  private onClientState(client: StitchLanguageClient, state: State): void {
+    if (client !== this.client) {
+      return;
+    }
+    if (state === State.Starting) {
+      this.policy.starting();
+      this.timedOut = false;
+      this.setState("starting");
+      this.clearInitTimer();
+      this.initTimer = setTimeout(() => {
+        this.timedOut = true;
+        this.output.error(`The server did not answer 'initialize' within ${INITIALIZE_TIMEOUT_MS / 1000} s; stopping it.`);
+        const child = this.child;
+        if (child) {
+          void terminate(child, 1000);
+        }
+      }, INITIALIZE_TIMEOUT_MS);
+    } else if (state === State.Running) {
+      this.clearInitTimer();
+      this.policy.started();
+      this.setState("running");
+      const commands = client.initializeResult?.capabilities.executeCommandProvider?.commands ?? [];
+      this.events.onServerCommands(commands);
+      void this.fetchServerInfo(client);
+      void vscode.commands.executeCommand("setContext", "stitch.serverRunning", true);
+    } else {
+      this.clearInitTimer();
+      void vscode.commands.executeCommand("setContext", "stitch.serverRunning", false);
+      // The client has dropped the server's command registrations by now.
+      this.events.onServerCommands([]);
+      if (this.state !== "failed") {
+        this.setState("stopped");
+      }
+    }
+  }
+
+  private clearInitTimer(): void {
+    if (this.initTimer) {
+      clearTimeout(this.initTimer);
+      this.initTimer = undefined;
+    }
+  }
+
+  private async fetchServerInfo(client: StitchLanguageClient): Promise<void> {
+    try {
+      const info = await withTimeout(client.sendRequest<ServerInfo>(SERVER_INFO_REQUEST, {}), 15_000);
+      if (client === this.client) {
+        this.events.onServerInfo(info);
+        this.output.info(
+          `Server ${info.version} (pid ${info.pid}); GPU: ${info.gpu ?? "none"}; trusted: ${info.trusted}; torch loaded: ${info.torchLoaded}`,
+        );
+      }
+    } catch (error) {
+      this.output.warn(`stitch/serverInfo failed: ${error instanceof Error ? error.message : String(error)}`);
+      this.events.onServerInfo(undefined);
+    }
+  }
+
+  private onClosed(): CloseHandlerResult {
+    this.events.onStatus(undefined);
+    const decision = this.policy.closed(Date.now());
+    const exit = this.childExit;
+    const how = exit ? (exit.signal ? `was killed (${exit.signal})` : `exited with code ${exit.code}`) : "closed the connection";
+    if (decision.action === "restart") {
+      this.output.warn(`The Stitch server ${how}; restarting it (crash ${decision.crashesInWindow} of ${this.policy.maxCrashes} allowed in 3 minutes).`);
+      return { action: CloseAction.Restart, handled: true };
+    }
+    if (this.timedOut) {
+      this.reportStartFailure(`the server did not answer 'initialize' within ${INITIALIZE_TIMEOUT_MS / 1000} s and was stopped`);
+    } else if (decision.reason === "crashed-at-start") {
+      const last = lastLine(this.stderrTail.join("\n"));
+      this.reportStartFailure(`the server ${how} while starting${last ? `: ${last}` : ""}`);
+    } else {
+      this.reportFailure(
+        `The Stitch server crashed ${decision.crashesInWindow} times in 3 minutes and will not be restarted automatically (last: it ${how}).`,
+      );
+    }
+    return { action: CloseAction.DoNotRestart, handled: true };
+  }
+
+  private logLocation(): string {
+    return vscode.Uri.joinPath(this.context.logUri, "..").fsPath;
+  }
+
+  private reportStartFailure(what: string): void {
+    this.reportFailure(`The Stitch server could not start: ${what}.`);
+  }
+
+  /** The one message for a server that is down; the status bar turns red. */
+  private reportFailure(message: string): void {
+    if (this.failureShown) {
+      return;
+    }
+    this.failureShown = true;
+    this.setState("failed", message);
+    this.output.error(`${message} Log: Output panel, channel "Stitch" (files under ${this.logLocation()}).`);
+    void vscode.window
+      .showErrorMessage(`${message} The log is in the Output panel ("Stitch").`, "Show Output", "Restart Server")
+      .then((choice) => {
+        if (choice === "Show Output") {
+          this.output.show(true);
+        } else if (choice === "Restart Server") {
+          void this.restart("restart requested", true);
+        }
+      });
+  }
+
+  private async showInstallAdvice(message: string, command: string): Promise<void> {
+    const choice = await vscode.window.showErrorMessage(message, "Install in Terminal", "Set stitch.python", "Show Output");
+    if (choice === "Install in Terminal") {
+      const terminal = vscode.window.createTerminal({ name: "Stitch: install" });
+      terminal.show();
+      terminal.sendText(command, false);
+      void vscode.window.showInformationMessage(
+        "Press Enter in the terminal to run the install command, then run \"Stitch: Restart Server\".",
+      );
+    } else if (choice === "Set stitch.python") {
+      await vscode.commands.executeCommand("workbench.action.openSettings", "stitch.python");
+    } else if (choice === "Show Output") {
+      this.output.show(true);
+    }
+  }
+
+  private async stopNow(): Promise<void> {
+    const client = this.client;
+    const child = this.child;
+    this.client = undefined;
+    this.child = undefined;
+    this.clearInitTimer();
+    if (client) {
+      try {
+        if (client.needsStop()) {
+          await client.stop(3000);
+        }
+      } catch (error) {
+        this.output.warn(`Stopping the server: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      await client.dispose().catch(() => undefined);
+    }
+    // A server that ignored shutdown / exit must not outlive its client.
+    if (child) {
+      await terminate(child, 2000);
+    }
+    this.events.onStatus(undefined);
+    this.events.onServerInfo(undefined);
+    this.events.onServerCommands([]);
+    this.setState("stopped");
+  }
+
+  /** Palette and context-menu invocations carry no protocol arguments: take them from the editor. */
+  private async executeCommand(
+    command: string,
+    args: unknown[],
+    next: (command: string, args: unknown[]) => Promise<unknown>,
+  ): Promise<unknown> {
+    const client = this.client;
+    const title = COMMAND_TITLES[command as ServerCommand] ?? command;
+    let finalArgs: unknown[] | undefined = args;
+    if (needsEditorArguments(args) && command in COMMAND_ARGUMENTS && client) {
+      finalArgs = this.editorArguments(client, command as ServerCommand, title);
+      if (finalArgs === undefined) {
+        return undefined;
+      }
+    }
+    try {
+      const result = await next(command, finalArgs);
+      if (command === "stitch.showReport") {
+        await this.events.openReport(result);
+      }
+      return result;
+    } catch (error) {
+      if (error instanceof vscode.CancellationError) {
+        return undefined;
+      }
+      const message = error instanceof Error ? error.message : String(error);
+      void vscode.window.showErrorMessage(`Stitch: ${title} failed: ${message}`, "Show Output").then((choice) => {
+        if (choice) {
+          this.output.show(true);
+        }
+      });
+      return undefined;
+    }
+  }
+
+  private editorArguments(client: LanguageClient, command: ServerCommand, title: string): unknown[] | undefined {
+    const needs = COMMAND_ARGUMENTS[command];
+    if (needs === "none") {
+      return [];
+    }
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) {
+      void vscode.window.showInformationMessage(`Stitch: ${title} works on the active editor; open a file first.`);
+      return undefined;
+    }
+    const uri = client.code2ProtocolConverter.asUri(editor.document.uri);
+    if (needs === "uri+range") {
+      if (editor.selection.isEmpty) {
+        void vscode.window.showInformationMessage(`Stitch: select the PyTorch code to fuse first.`);
+        return undefined;
+      }
+      return [uri, client.code2ProtocolConverter.asRange(editor.selection)];
+    }
+    return [uri, client.code2ProtocolConverter.asPosition(editor.selection.active)];
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+    void this.stop();
+  }
+}
+
+export function fileExists(path: string): boolean {
+  try {
+    return fs.statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
