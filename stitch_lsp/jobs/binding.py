@@ -42,8 +42,9 @@ def cdiv(a, b):
 
 def _load_with_nvcc(nvrtc_error):
     """Host code in the file (main, <cstdio>, cudaMalloc): let nvcc take the device code."""
-    nvcc = os.environ.get("STITCH_NVCC") or shutil.which("nvcc")
-    if nvcc is None:
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    nvcc = os.environ.get("STITCH_NVCC") or shutil.which("nvcc") or os.path.join(cuda_home, "bin", "nvcc")
+    if not os.path.exists(nvcc) and shutil.which(nvcc) is None:
         raise nvrtc_error
     major, minor = torch.cuda.get_device_capability()
     with tempfile.TemporaryDirectory(prefix="stitch-ptx-") as tmp:

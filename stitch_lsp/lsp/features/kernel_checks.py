@@ -203,6 +203,17 @@ class KernelChecks:
             self.server.show_message_once("no-gpu", f"Stitch: {result.verdict.summary}", lsp.MessageType.Warning)
         self.refresh(uri)
 
+    def record(self, uri: str, kernel: str, verdict: Verdict, *, reference: str = "") -> None:
+        """Show a verdict obtained elsewhere (e.g. a fuse job) on ``kernel`` in ``uri``:
+        hints, the hover card and ``stitch.showReport`` pick it up. Call on the server's loop."""
+        path = self.server.path_of(uri)
+        st = self.state(path, kernel)
+        st.verdict, st.cached, st.when, st.message, st.reference = verdict, False, time.time(), "", reference
+        self.last = LastVerdict(kernel, path, reference, verdict)
+        if uri not in self.pairings:
+            self.pair(uri)
+        self.refresh(uri)
+
     # -- presenting ---------------------------------------------------------------------------------------
     def refresh(self, uri: str) -> None:
         """Rebuild this document's verdict hints and diagnostics from what is known."""
@@ -232,6 +243,14 @@ class KernelChecks:
             elif st is None or (st.job is None and st.verdict is None):
                 if not server.settings.on_save.verify:
                     hints.append(status_hint(path, pos, "paired: verify on save is off", f"Run **Stitch: Verify Kernel** (`{VERIFY_COMMAND}`) or set `stitch.onSave.verify`."))
+        # Kernels with a verdict from elsewhere (a fuse job's generated kernel) get their hints too.
+        paired = {p.kernel for p in result.pairs} | set(result.broken)
+        analysis = server.cuda.get(uri)
+        for k in analysis.kernels if analysis is not None else ():
+            st = self.kernels.get((path, k.name))
+            if k.name in paired or st is None or st.verdict is None:
+                continue
+            hints.extend(verdict_hints(path, _end_of_line(k.name_range.start.line, lines), k.name, st.verdict, cached=st.cached))
         for name, why in result.broken.items():
             kernel_line = _kernel_line(self.server, uri, name)
             if kernel_line is not None:
