@@ -227,8 +227,31 @@ def _close_key(key: str) -> str | None:
 
 # -- references ------------------------------------------------------------------------------
 
+_REFERENCES: dict[str, tuple[tuple[int, int], ReferenceInfo | str]] = {}
+
+
 def inspect_reference(path: Path) -> ReferenceInfo | str:
-    """Static facts about a reference file, or why it cannot be one."""
+    """Static facts about a reference file, or why it cannot be one (memoised by mtime and size:
+    pairing runs on every analysis of the ``.cu`` file)."""
+    try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None
+    key = str(path)
+    if stamp is not None:
+        hit = _REFERENCES.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+    info = _inspect_reference(path)
+    if stamp is not None:
+        if len(_REFERENCES) > 256:
+            _REFERENCES.clear()
+        _REFERENCES[key] = (stamp, info)
+    return info
+
+
+def _inspect_reference(path: Path) -> ReferenceInfo | str:
     try:
         source = path.read_text(encoding="utf-8")
     except FileNotFoundError:
