@@ -46,6 +46,7 @@ FEATURES = [
     "nvcc_on_save",  # compile on save: diagnostics and resource hints
     "quick_fixes",  # code actions from the fixes findings carry
     "server_info",  # stitch/serverInfo
+    "llm_key",  # stitch/setApiKey (the Anthropic key, memory only), stitch/llmStatus
 ]
 
 # Document kinds the server works on.

@@ -70,7 +70,11 @@ def test_wrong_answer_fixed(fake_api, settings, key, task, plan):
     assert "Next: fix correctness first" in feedback
 
 
-def test_hacking_candidate_flagged_at_run_time_is_never_offered(fake_api, settings, key, task, plan, tmp_path):
+def test_hacking_candidate_flagged_at_run_time_is_never_offered(fake_api, settings, key, task, plan, tmp_path,
+                                                               monkeypatch):
+    # A hack only the dynamic checks catch: the static screen finds nothing here.
+    monkeypatch.setattr("stitch_lsp.agents.llm_coder.static_flags", lambda source: [])
+    monkeypatch.setattr("stitch_lsp.agents.rubric.static_flags", lambda source: [])
     settings = settings.replace(rounds=2)
     api = fake_api(Reply(reply(module=HACKING_MODULE)), Reply(reply(module=HACKING_MODULE)))
     verifier = ScriptedVerifier(flagged_at_run_time(50.0), flagged_at_run_time(50.0))
