@@ -214,7 +214,7 @@ class LlmCoder:
         context = RubricContext(plan=plan, previous=previous.verdict if previous else None,
                                 previous_candidate=previous.candidate if previous else None)
         # Static anti-hacking first: a flagged candidate costs no worker, no GPU time.
-        flags = static_flags(candidate.module_source)
+        flags = static_flags(candidate)
         if flags:
             verdict = Verdict(status=VerdictStatus.HACKING, hack_flags=flags,
                               summary=f"rejected before running: {flags[0].code} {flags[0].message}")

@@ -56,7 +56,8 @@ def test_flagged_candidate_scores_1_and_is_never_offered(plan):
     assert anti.score == 1 and "HACK001" in anti.reasons[0] and "never offered" in anti.reasons[-1]
     assert not passes(scored)
     coverage = by_dim(scored.rubric)[OPERATOR_COVERAGE]
-    assert coverage.score < 5 and "torch.relu (line 19)" in " ".join(coverage.reasons)
+    line = HACKING_MODULE.splitlines().index("        return torch.relu(x) * self.scale") + 1
+    assert coverage.score < 5 and f"torch.relu (line {line})" in " ".join(coverage.reasons)
 
 
 def test_a_correct_verdict_that_the_static_checks_flag_becomes_hacking(monkeypatch):
