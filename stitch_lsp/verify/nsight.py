@@ -148,7 +148,8 @@ def sanitize(settings: Settings, job: VerifyJob, workdir: Path, *, cancel: Cance
         cmd = [tool, "--tool", check, "--print-limit", "20"]
         # --padding: a guard zone after every allocation, so a write one element past a
         # tensor is reported even where cudaMalloc's rounding would have hidden it.
-        cmd += ["--padding", "64"] if check == "memcheck" else ["--racecheck-report", "all"]
+        if check == "memcheck":
+            cmd += ["--padding", "64"]
         cmd += _target(settings, job_path, "candidate", result, True)
         code, out, why = _run(cmd, env, Path(job.candidate_path).parent, max(10.0, remaining), cancel)
         _keep(job, f"sanitizer-{check}.txt", cmd, out)

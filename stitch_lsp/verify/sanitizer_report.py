@@ -23,6 +23,10 @@ _RACE = re.compile(r"^(?P<sev>Error|Warning): Race reported between (?P<a>\w+) a
                    r"(?: in (?P<file>.+?):(?P<line>\d+))?\s*$")
 _AND = re.compile(r"^\s*and (?P<b>\w+) access at (?P<kernel>.+?)\+0x[0-9a-f]+(?: in (?P<file>.+?):(?P<line>\d+))?"
                   r"(?:\s*\[(?P<hazards>\d+) hazards?\])?\s*$")
+_HAZARD = re.compile(r"^(?P<sev>Error|Warning): Potential (?P<kind>RAW|WAR|WAW) hazard detected at (?P<space>__\w+__) "
+                     r"(?P<addr>0x[0-9a-f]+) in block (?P<block>\([^)]*\))")
+_THREAD = re.compile(r"^\s*(?P<access>Read|Write) Thread (?P<thread>\([^)]*\)) at (?P<kernel>.+?)\+0x[0-9a-f]+"
+                     r"(?: in (?P<file>.+?):(?P<line>\d+))?\s*$")
 _HEADLINES = ("Invalid __global__", "Invalid __shared__", "Invalid __local__", "Invalid __generic__",
               "Misaligned", "Program hit", "Uninitialized __global__", "Barrier error", "Warp-level",
               "Malloc/Free", "Out-of-range", "Cuda API error", "Leaked")
@@ -55,6 +59,24 @@ def parse_sanitizer(text: str, tool: str) -> list[SanitizerFinding]:
                                                 "LEAK SUMMARY", "Target application returned")):
             close()
             continue
+        hazard = _HAZARD.match(stripped)
+        if hazard:
+            close()
+            current = SanitizerFinding(tool=tool, kind=f"{hazard.group('kind')} hazard on {hazard.group('space')}",
+                                       message=f"{hazard.group('sev')}: potential {hazard.group('kind')} hazard at "
+                                               f"{hazard.group('space')} {hazard.group('addr')} in block "
+                                               f"{hazard.group('block')}")
+            continue
+        thread = _THREAD.match(stripped)
+        if thread and current is not None:
+            if not current.kernel:
+                current.kernel = _kernel_name(thread.group("kernel"))
+            if thread.group("file") and current.line is None:
+                current.file = thread.group("file")
+                current.line = int(thread.group("line")) - 1
+            details.append(f"{thread.group('access').lower()} by thread {thread.group('thread')} at line "
+                           f"{thread.group('line') or '?'}")
+            continue
         race = _RACE.match(stripped)
         if race:
             close()
@@ -83,10 +105,29 @@ def parse_sanitizer(text: str, tool: str) -> list[SanitizerFinding]:
                 current.file = at.group("file")
                 current.line = int(at.group("line")) - 1
             continue
-        if current is not None and stripped.startswith(("Address", "by thread", "and is", "is out of bounds")):
+        if current is not None and stripped.startswith(("Address", "Access to", "by thread", "and is",
+                                                        "is out of bounds")):
             details.append(stripped)
     close()
-    return findings
+    return _dedupe(findings)
+
+
+def _dedupe(findings: list[SanitizerFinding]) -> list[SanitizerFinding]:
+    """One finding per (tool, kind, kernel, line); an API error that only echoes a fault goes when the fault is there."""
+    seen: dict[tuple, SanitizerFinding] = {}
+    counts: dict[tuple, int] = {}
+    for f in findings:
+        key = (f.tool, f.kind, f.kernel, f.file, f.line)
+        counts[key] = counts.get(key, 0) + 1
+        seen.setdefault(key, f)
+    out = []
+    for key, f in seen.items():
+        if counts[key] > 1:
+            f.message += f" (x{counts[key]})"
+        out.append(f)
+    if any(f.kernel for f in out):
+        out = [f for f in out if not f.kind.startswith("Program hit")] or out
+    return out
 
 
 def error_count(text: str) -> int | None:
