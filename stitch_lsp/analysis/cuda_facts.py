@@ -400,9 +400,9 @@ def launch_bounds_text(src: bytes, node: Node | None) -> str | None:
     return ", ".join(args) if args else squash(node_text(src, node))
 
 
-def kernel_info(src: bytes, cols: Columns, fn: Node, unit: Node, *, parse_ok: bool,
-                is_template: bool) -> KernelInfo | None:
-    header = function_header(src, cols, fn)
+def kernel_info(src: bytes, cols: Columns, fn: Node, unit: Node, *, parse_ok: bool, is_template: bool,
+                header=None) -> KernelInfo | None:
+    header = header or function_header(src, cols, fn)
     if header is None:
         return None
     name_node, is_global, is_device, lb, params = header

@@ -103,8 +103,8 @@ class SharedRace(Rule):
             return
         flagged.add(read.node.id)
         out.emit(read.node, f"`{facts.text(read.node)}` reads shared memory that other threads write "
-                            f"(`{facts.text(write.node)}`, line {write.node.start_point.row + 1}) with no barrier "
-                            f"in between; add `__syncthreads()` (or `__syncwarp()` within a warp) before the read")
+                            f"(`{facts.text(write.node)}` above) with no barrier in "
+                            f"between; add `__syncthreads()` (or `__syncwarp()` within a warp) before the read")
 
 
 RULE = SharedRace()

@@ -17,10 +17,13 @@ class MissingLaunchBounds(FileRule):
                     "Large constant block size without `__launch_bounds__`", Severity.WARNING)
 
     def check_file(self, view: FileView, emit: Callable[..., None]) -> None:
+        sizes_by_kernel: dict[str, set[int | None]] = {}
+        for launch in view.launches:
+            sizes_by_kernel.setdefault(launch.kernel.split("::")[-1], set()).add(launch.block_threads)
         for k in view.kernels:
             if k.launch_bounds is not None or k.body_range is None:
                 continue
-            sizes = {l.block_threads for l in view.launches if l.kernel.split("::")[-1] == k.name}
+            sizes = sizes_by_kernel.get(k.name, set())
             known = {s for s in sizes if s is not None and s <= 1024}
             if not known or max(known) < MIN_THREADS:
                 continue
