@@ -49,6 +49,7 @@ FEATURES = [
     "job_commands",  # cancel all, show report, stitch/status
     "quick_fixes",  # code actions from the fixes findings carry
     "server_info",  # stitch/serverInfo
+    "llm_key",  # stitch/setApiKey (the Anthropic key, memory only), stitch/llmStatus
 ]
 
 # Document kinds the server works on.
