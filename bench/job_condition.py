@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import textwrap
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -117,7 +118,15 @@ async def gpu_job(bench: Any) -> AsyncIterator[None]:
                 await asyncio.sleep(0.1)
             else:
                 raise RuntimeError("the stand-in job never started")
+        before = bench.progress_notifications
+        started = time.perf_counter()
         yield
+        seconds = time.perf_counter() - started
+        worker = "the real Verifier" if real else "its worker a CPU stand-in: a child process spinning one core"
+        bench.notes.append(
+            f"gpu-job: a verification job ran throughout ({worker}); {bench.progress_notifications - before} "
+            f"$/progress notifications reached the client during the {seconds:.1f} s measured"
+        )
     finally:
         keeper.cancel()
         with contextlib.suppress(BaseException):
