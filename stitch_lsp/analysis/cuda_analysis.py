@@ -18,6 +18,7 @@ file. ``CudaAnalysis.parse_ok`` is False whenever the file has any syntax error,
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections import OrderedDict
@@ -30,12 +31,14 @@ from stitch_lsp.analysis.cuda_consts import Constants
 from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts, kernel_info
 from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_model import (
-    BarrierInfo, CudaAnalysis, KernelInfo, LaunchInfo, SharedDecl, shift_record,
+    BarrierInfo, CudaAnalysis, KernelInfo, LaunchInfo, SharedDecl, shift_barrier, shift_finding, shift_kernel,
+    shift_launch, shift_shared,
 )
 from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
 from stitch_lsp.analysis.cuda_text import Columns, encode_source, node_text, squash
 from stitch_lsp.analysis.rules.base import Emitter, FileView
 from stitch_lsp.findings import Finding, Position, Range
+from stitch_lsp.analysis.cuda_text import operands
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +58,22 @@ class UnitResult:
     barriers: tuple[BarrierInfo, ...]
     findings: tuple[Finding, ...]
 
+    def moved_to(self, row: int) -> "UnitResult":
+        d = row - self.row
+        return UnitResult(
+            row, shift_kernel(self.kernel, d) if self.kernel is not None else None,
+            tuple(shift_launch(x, d) for x in self.launches), tuple(shift_shared(x, d) for x in self.shared_decls),
+            tuple(shift_barrier(x, d) for x in self.barriers), tuple(shift_finding(x, d) for x in self.findings),
+        )
 
-@frozen
+
 class _Unit:
-    fn: Node  # function_definition, or a declaration for a prototype
-    unit: Node  # the same, or its template_declaration
-    is_prototype: bool
+    __slots__ = ("fn", "unit", "is_prototype")
+
+    def __init__(self, fn: Node, unit: Node, is_prototype: bool):
+        self.fn = fn  # function_definition, or a declaration for a prototype
+        self.unit = unit  # the same, or its template_declaration
+        self.is_prototype = is_prototype
 
 
 def _units_and_constants(src: bytes, root: Node) -> tuple[list[_Unit], Constants]:
@@ -75,7 +88,7 @@ def _units_and_constants(src: bytes, root: Node) -> tuple[list[_Unit], Constants
             if t == "function_definition":
                 units.append(_Unit(node, node, False))
             elif t == "template_declaration":
-                inner = next((c for c in node.named_children
+                inner = next((c for c in operands(node)
                               if c.type in ("function_definition", "declaration")), None)
                 if inner is not None and inner.type == "function_definition":
                     units.append(_Unit(inner, node, False))
@@ -152,7 +165,11 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
         if n.is_missing:
             found.append(cols.range(n))
             continue
-        stack.extend(reversed([c for c in n.children if c.has_error]))
+        broken = [c for c in n.children if c.has_error]
+        if not broken and n is not root:
+            found.append(cols.range(n))  # the node itself is malformed (e.g. `#in`)
+            continue
+        stack.extend(reversed(broken))
     return tuple(sorted(found))
 
 
@@ -167,7 +184,8 @@ def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: _Unit, path: 
         return UnitResult(row, None, (), (), (), ())
     kernel = None
     if facts.is_global or facts.is_device:
-        kernel = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn)
+        header = (facts.name_node, facts.is_global, facts.is_device, facts.launch_bounds, facts.params)
+        kernel = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn, header=header)
     shared = tuple(
         SharedDecl(name=d.name, type_text=d.type_text,
                    size_text=squash(facts.text(d.array_size)) if d.array_size is not None else None,
@@ -257,18 +275,20 @@ class CudaAnalyzer:
         root = tree.root_node
         cols = Columns(src)
         units, consts = _units_and_constants(src, root)
+        # One short digest of the file-level context goes into every function's cache key.
+        context = hashlib.blake2b(repr(consts).encode(), digest_size=16).digest()
         cache: dict[tuple, UnitResult] = {}
         results: list[UnitResult] = []
         for u in units:
             line_start = u.unit.start_byte - u.unit.start_point.column
-            key = (src[line_start:u.unit.start_byte], src[u.unit.start_byte:u.unit.end_byte], consts,
+            key = (src[line_start:u.unit.start_byte], src[u.unit.start_byte:u.unit.end_byte], context,
                    u.unit.has_error)
             hit = self._cache.get(key)
             row = u.unit.start_point.row
             if hit is None:
                 hit = _analyze_unit(src, cols, consts, u, self.path)
             elif hit.row != row:
-                hit = shift_record(hit, row - hit.row)
+                hit = hit.moved_to(row)
             cache[key] = hit
             results.append(hit)
         self._cache = cache  # only the current file's functions stay cached

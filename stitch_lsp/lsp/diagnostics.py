@@ -119,12 +119,15 @@ class DiagnosticStore:
 
     async def pull(self, params: lsp.DocumentDiagnosticParams) -> lsp.DocumentDiagnosticReport:
         uri = params.text_document.uri
-        pending = [f for f in self._pending.get(uri, ()) if not f.done()]
-        if pending:
-            try:
-                await asyncio.wait_for(asyncio.shield(asyncio.gather(*pending, return_exceptions=True)), PULL_WAIT_S)
-            except asyncio.TimeoutError:
-                pass
+        # Work under way may be replaced (a newer edit, new settings): wait for whatever is
+        # pending now, until nothing is or the time is up.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PULL_WAIT_S
+        while pending := [f for f in self._pending.get(uri, ()) if not f.done()]:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await asyncio.wait(pending, timeout=left)
         result_id = str(self._result_ids.get(uri, 0))
         if params.previous_result_id is not None and params.previous_result_id == result_id:
             return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)

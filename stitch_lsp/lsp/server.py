@@ -44,8 +44,12 @@ FEATURES = [
     "providers",  # hover / code action / inlay hint / pull diagnostic fan-out
     "static_rules",  # tree-sitter rules on open / change
     "nvcc_on_save",  # compile on save: diagnostics and resource hints
+    "kernel_checks",  # paired kernels: verify / profile on save and on command; verdict hints
+    "hover",  # kernel hover cards: Nsight Compute analysis, verdict, what to try next
+    "job_commands",  # cancel all, show report, stitch/status
     "quick_fixes",  # code actions from the fixes findings carry
     "server_info",  # stitch/serverInfo
+    "llm_key",  # stitch/setApiKey (the Anthropic key, memory only), stitch/llmStatus
 ]
 
 # Document kinds the server works on.

@@ -1,0 +1,40 @@
+"""STC014: a kernel launched with 512+ threads per block but without `__launch_bounds__`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from stitch_lsp.analysis.rules.base import FileRule, FileView, RuleMeta
+from stitch_lsp.findings import Fix, Range, Severity, TextEdit
+
+REGISTERS_PER_SM = 65536
+# Below this many threads per block every register count the compiler may pick still fits.
+MIN_THREADS = 512
+
+
+class MissingLaunchBounds(FileRule):
+    meta = RuleMeta("STC014", "missing-launch-bounds",
+                    "Large constant block size without `__launch_bounds__`", Severity.WARNING)
+
+    def check_file(self, view: FileView, emit: Callable[..., None]) -> None:
+        sizes_by_kernel: dict[str, set[int | None]] = {}
+        for launch in view.launches:
+            sizes_by_kernel.setdefault(launch.kernel.split("::")[-1], set()).add(launch.block_threads)
+        for k in view.kernels:
+            if k.launch_bounds is not None or k.body_range is None:
+                continue
+            sizes = sizes_by_kernel.get(k.name, set())
+            known = {s for s in sizes if s is not None and s <= 1024}
+            if not known or max(known) < MIN_THREADS:
+                continue
+            size = max(known)
+            at = k.name_range.start
+            emit(k.name_range,
+                 f"`{k.name}` is launched with {size} threads per block but has no `__launch_bounds__`; if the "
+                 f"compiler gives it more than {REGISTERS_PER_SM // size} registers per thread the launch fails "
+                 f"with 'too many resources requested'. Declare `__launch_bounds__({size})`",
+                 Fix(title=f"Add `__launch_bounds__({size})`",
+                     edits=(TextEdit(Range(at, at), f"__launch_bounds__({size}) "),)))
+
+
+RULE = MissingLaunchBounds()
