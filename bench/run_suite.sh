@@ -3,6 +3,9 @@
 #
 #   bench/run_suite.sh                      # every task in bench/tasks, template Coder
 #   CODER=auto EXTRA="--tags pw" bench/run_suite.sh
+#   PART=1/2 bench/run_suite.sh; PART=2/2 bench/run_suite.sh   # the suite over two runs; combine with
+#       python -m stitch_lsp.benchsuite.merge bench/results/suite-*-part1of2.json bench/results/suite-*-part2of2.json \
+#           --out bench/results/suite-template-<stamp>-combined
 #
 # Writes, to $OUT (when set) and to bench/results/:
 #   suite-<coder>-<stamp>.txt   the table and summary, under a header naming the GPU, driver,
@@ -12,7 +15,9 @@
 #   suite-<coder>-<stamp>-run.tar.gz  the run directory (per-task plans, candidates, verdicts, shard logs)
 # Knobs (environment): CODER (template), BUDGET seconds after which no task starts (390),
 # TASK_TIMEOUT per task (150), HARD_LIMIT for the whole bench command (460, then Ctrl-C:
-# finished tasks are kept and reported), EXTRA (more `stitch bench` flags), PYTHON (python3).
+# finished tasks are kept and reported), PART (I/N: every N-th task), PROFILE (1: Nsight
+# Compute on every candidate; 0: faster, no % of peak), EXTRA (more `stitch bench` flags),
+# PYTHON (python3).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -21,8 +26,10 @@ CODER="${CODER:-template}"
 BUDGET="${BUDGET:-390}"
 TASK_TIMEOUT="${TASK_TIMEOUT:-150}"
 HARD_LIMIT="${HARD_LIMIT:-460}"
+PROFILE="${PROFILE:-1}"
 STAMP="$(date -u +%Y%m%d-%H%M)"
 NAME="suite-${CODER}-${STAMP}"
+[ -n "${PART:-}" ] && NAME="${NAME}-part${PART%/*}of${PART#*/}"
 RESULTS="$ROOT/bench/results"
 RUN_DIR="$ROOT/.stitch/bench/$NAME"
 mkdir -p "$RESULTS" "$RUN_DIR"
@@ -40,6 +47,8 @@ export TRITON_CACHE_DIR="$ROOT/.stitch/triton-cache"
 
 CMD=("$PY" -m stitch_lsp.cli bench bench/tasks --coder "$CODER" --out "$RUN_DIR"
      --budget "$BUDGET" --task-timeout "$TASK_TIMEOUT" --verbose)
+[ -n "${PART:-}" ] && CMD+=(--part "$PART")
+[ "$PROFILE" = "0" ] && CMD+=(--no-profile)
 # shellcheck disable=SC2206
 [ -n "${EXTRA:-}" ] && CMD+=($EXTRA)
 

@@ -18,7 +18,7 @@ from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND, ShardWorker
 from stitch_lsp.benchsuite.stats import summarise, valid_speedup
 from stitch_lsp.benchsuite.store import RunStore
 from stitch_lsp.benchsuite.table import render, result_cell
-from stitch_lsp.benchsuite.tasks import BenchTask, TaskFilter, discover, select
+from stitch_lsp.benchsuite.tasks import BenchTask, TaskFilter, discover, interleave, part, select
 from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.settings import Settings
 
@@ -36,6 +36,7 @@ class BenchOptions:
     resume: bool = False
     gpus: int | None = None  # None: every visible GPU
     budget_s: float | None = None
+    part: tuple[int, int] | None = None  # (I, N): the I-th of N interleaved slices of the selection
     task_timeout_s: float = 900.0
     measure_bandwidth: bool = True
     profile: bool = True  # Nsight Compute on each candidate: the bound and % of peak
@@ -116,8 +117,8 @@ def _measure_gpus(workers: Sequence[Worker], cancel: CancelToken, out: TextIO) -
     for w in workers:
         info = infos[w.slot]
         text = f"{info.copy_bandwidth_gbs:.0f} GB/s" if info.copy_bandwidth_gbs else info.message
-        print(f"  gpu {w.slot}: {info.device.name if info.device else ''} {text}".replace("  ", " ", 1),
-              file=out, flush=True)
+        name = f"{info.device.name}: " if info.device else ""
+        print(f"  gpu {w.slot}: {name}{text}", file=out, flush=True)
     return [infos[w.slot] for w in workers]
 
 
@@ -128,6 +129,8 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
     for message in skipped:
         print(f"skipped {message}", file=out)
     chosen = select(found, options.filter)
+    if options.part is not None:
+        chosen = part(chosen, *options.part)
     if not chosen:
         raise BenchError(f"no tasks in {options.tasks_dir} match the filters" if found
                          else f"no KernelBench tasks in {options.tasks_dir}")
@@ -150,13 +153,13 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
         command=options.command,
         coder=options.coder,
         started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        filters=_describe_filter(options.filter),
+        filters=_describe_filter(options.filter, options.part),
         stitch_version=__version__,
     )
     if options.resume and info is not None:
         run.started, run.gpus = info.started, info.gpus
     store.save_info(run)
-    todo = [t for t in chosen if t.name not in previous]
+    todo = interleave([t for t in chosen if t.name not in previous])
     slots = gpu_slots.slots(options.gpus)
     workers = [make_worker(slot, options, settings, store) for slot in slots[: max(1, min(len(slots), len(todo)))]]
     print(f"stitch bench: {len(chosen)} tasks ({len(previous)} already done), coder {options.coder}, "
@@ -197,7 +200,7 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
     return report
 
 
-def _describe_filter(flt: TaskFilter) -> str:
+def _describe_filter(flt: TaskFilter, part: tuple[int, int] | None = None) -> str:
     parts = []
     if flt.levels:
         parts.append("levels " + ",".join(map(str, flt.levels)))
@@ -205,4 +208,6 @@ def _describe_filter(flt: TaskFilter) -> str:
         parts.append("tags " + ",".join(flt.tags))
     if flt.globs:
         parts.append("tasks " + ",".join(flt.globs))
+    if part is not None:
+        parts.append(f"part {part[0]}/{part[1]}")
     return "; ".join(parts)

@@ -140,3 +140,25 @@ class TaskFilter:
 
 def select(tasks: list[BenchTask], flt: TaskFilter) -> list[BenchTask]:
     return [t for t in tasks if flt.accepts(t)]
+
+
+def part(tasks: list[BenchTask], index: int, count: int) -> list[BenchTask]:
+    """The ``index``-th of ``count`` interleaved slices (1-based), for splitting a suite over runs."""
+    if count < 1 or not 1 <= index <= count:
+        raise ValueError(f"part {index}/{count}: want 1 <= I <= N")
+    return tasks[index - 1 :: count]
+
+
+def interleave(tasks: list[BenchTask]) -> list[BenchTask]:
+    """Round-robin over the categories (gemm, norm, pw, red, ...), so that a run cut short by
+    its time budget has covered every kind of task rather than only the first few by name."""
+    groups: dict[str, list[BenchTask]] = {}
+    for task in tasks:
+        groups.setdefault(task.category, []).append(task)
+    ordered: list[BenchTask] = []
+    queues = list(groups.values())
+    while any(queues):
+        for q in queues:
+            if q:
+                ordered.append(q.pop(0))
+    return ordered

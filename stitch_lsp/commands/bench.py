@@ -36,6 +36,16 @@ def _levels(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"levels are integers, e.g. 1,2 (got {text!r})") from None
 
 
+def _part(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--part wants I/N, e.g. 1/2 (got {text!r})") from None
+    if n < 1 or not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"--part {text}: want 1 <= I <= N")
+    return i, n
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "bench",
@@ -49,6 +59,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--tags", type=_csv, default=[], metavar="TAG[,TAG]",
                    help="only tasks carrying all these tags (a name prefix such as norm, pw, gemm, red counts)")
     p.add_argument("--tasks", action="append", default=[], metavar="GLOB", help="only tasks whose name matches (repeatable)")
+    p.add_argument("--part", type=_part, default=None, metavar="I/N",
+                   help="run only the I-th of N interleaved slices of the selected tasks (split a suite over runs; "
+                        "combine the reports with python -m stitch_lsp.benchsuite.merge)")
     p.add_argument("--out", type=Path, default=None, metavar="RUN_DIR",
                    help=f"run directory for per-task JSON, report.json, table.txt (default {DEFAULT_BASE}/<time>)")
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT",
@@ -98,6 +111,7 @@ def run(args) -> int:
             resume=args.resume,
             gpus=args.gpus,
             budget_s=args.budget,
+            part=args.part,
             task_timeout_s=args.task_timeout,
             measure_bandwidth=not args.no_bandwidth,
             profile=not args.no_profile,
