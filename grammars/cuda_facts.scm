@@ -36,3 +36,9 @@
 
 ; Floating literals (FP64 promotion in float kernels).
 (number_literal) @number
+
+; `blockIdx.x * blockDim.x`: a 32-bit product (index overflow).
+(binary_expression
+  left: (field_expression argument: (identifier) @mul.a)
+  operator: "*"
+  right: (field_expression argument: (identifier) @mul.b)) @mul

@@ -32,6 +32,17 @@ class OnSave:
 
 
 @define
+class KernelPair:
+    """``[[tool.stitch.pair]]``: a handwritten kernel checked against a reference on save
+    (the same keys as a ``// stitch:`` comment above the kernel; see README)."""
+
+    kernel: str  # "path/to/file.cu:kernel_name", relative to the workspace root
+    reference: str  # KernelBench-style reference file, relative to the workspace root
+    launch: str = ""  # "grid=... block=... args=..." as in the comment
+    binding: str = ""  # a Python file defining ModelNew, instead of `launch`
+
+
+@define
 class Settings:
     nvcc_path: str = "nvcc"
     # "" = detect from the GPU (nvidia-smi), else sm_90.
@@ -59,6 +70,8 @@ class Settings:
     python: str = ""  # interpreter for worker processes; "" = the server's own
     # Quiet time after a keystroke before static rules run (0 = at once; benchmarks use 0).
     diagnostics_debounce_ms: int = 150
+    # Kernel ↔ reference pairs ([[tool.stitch.pair]] in pyproject.toml).
+    pair: list[KernelPair] = field(factory=list)
 
     def replace(self, **changes: Any) -> "Settings":
         return attrs.evolve(self, **changes)

@@ -95,6 +95,8 @@ class Correctness:
     rtol: float = 0.0
     dtype: str = ""
     message: str = ""
+    # Checks that did not run, each with the reason ("second shape: ...", "adversarial-nan: ...").
+    not_checked: list[str] = field(factory=list)
 
     @property
     def failed_trials(self) -> list[Trial]:

@@ -11,6 +11,7 @@ from attrs import frozen
 from tree_sitter import Node
 
 from stitch_lsp.analysis.cuda_text import node_text
+from stitch_lsp.analysis.cuda_text import operands
 
 _INT_SUFFIX = re.compile(r"(?<=[0-9a-fA-F])[uUlL]+\b")
 _MAX_DEPTH = 12
@@ -106,8 +107,8 @@ def resolve_int(src: bytes, node: Node, consts: Constants, local: dict[str, Node
             return resolve_int(src, local[name], consts, {k: v for k, v in local.items() if k != name}, depth + 1)
         v = consts.get(name)
         return eval_text(v, consts) if v is not None else None
-    if t in ("parenthesized_expression", "condition_clause") and node.named_child_count == 1:
-        return resolve_int(src, node.named_children[0], consts, local, depth + 1)
+    if t in ("parenthesized_expression", "condition_clause") and len(operands(node)) == 1:
+        return resolve_int(src, operands(node)[0], consts, local, depth + 1)
     if t == "cast_expression":
         value = node.child_by_field_name("value")
         return resolve_int(src, value, consts, local, depth + 1) if value is not None else None

@@ -15,7 +15,7 @@ from tree_sitter import Node, QueryCursor
 from stitch_lsp.analysis.cuda_consts import Constants, resolve_int
 from stitch_lsp.analysis.cuda_grammar import facts_query
 from stitch_lsp.analysis.cuda_model import KernelInfo, LaunchInfo, ParamInfo
-from stitch_lsp.analysis.cuda_text import Columns, node_text, squash
+from stitch_lsp.analysis.cuda_text import Columns, node_text, operands, squash
 
 BUILTIN_OBJECTS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 # cooperative_groups calls that return the calling thread's index.
@@ -134,6 +134,8 @@ class FunctionFacts:
     returns: list[Node] = field(factory=list)
     preprocs: list[Node] = field(factory=list)
     numbers: list[Node] = field(factory=list)
+    # `a.x * b.x` products of two builtin fields (checked for blockIdx * blockDim).
+    builtin_products: list[Node] = field(factory=list)
     # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
     defs: dict[str, list[Node]] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
@@ -316,7 +318,7 @@ def _declarator_name(node: Node | None) -> Node | None:
             return node
         nxt = node.child_by_field_name("declarator")
         if nxt is None:
-            nxt = next((c for c in node.named_children if c.type in (
+            nxt = next((c for c in operands(node) if c.type in (
                 "identifier", "pointer_declarator", "reference_declarator", "array_declarator",
                 "init_declarator", "parenthesized_declarator", "qualified_identifier")), None)
         node = nxt
@@ -383,7 +385,7 @@ def function_header(src: bytes, cols: Columns, fn: Node):
     params = []
     plist = fdecl.child_by_field_name("parameters")
     if plist is not None:
-        for p in plist.named_children:
+        for p in operands(plist):
             if p.type in ("parameter_declaration", "optional_parameter_declaration"):
                 param = _param(src, cols, p)
                 if param is not None:
@@ -394,13 +396,13 @@ def function_header(src: bytes, cols: Columns, fn: Node):
 def launch_bounds_text(src: bytes, node: Node | None) -> str | None:
     if node is None:
         return None
-    args = [node_text(src, c) for c in node.named_children]
+    args = [node_text(src, c) for c in operands(node)]
     return ", ".join(args) if args else squash(node_text(src, node))
 
 
-def kernel_info(src: bytes, cols: Columns, fn: Node, unit: Node, *, parse_ok: bool,
-                is_template: bool) -> KernelInfo | None:
-    header = function_header(src, cols, fn)
+def kernel_info(src: bytes, cols: Columns, fn: Node, unit: Node, *, parse_ok: bool, is_template: bool,
+                header=None) -> KernelInfo | None:
+    header = header or function_header(src, cols, fn)
     if header is None:
         return None
     name_node, is_global, is_device, lb, params = header
@@ -425,9 +427,9 @@ def _template_params(src: bytes, unit: Node) -> frozenset[str]:
     plist = unit.child_by_field_name("parameters")
     names = set()
     if plist is not None:
-        for p in plist.named_children:
+        for p in operands(plist):
             n = _declarator_name(p.child_by_field_name("declarator")) if p.child_by_field_name("declarator") \
-                else next((c for c in p.named_children if c.type in ("type_identifier", "identifier")), None)
+                else next((c for c in operands(p) if c.type in ("type_identifier", "identifier")), None)
             if n is not None:
                 names.add(node_text(src, n))
     return frozenset(names)
@@ -453,17 +455,12 @@ def _decl_facts(facts: FunctionFacts, decl: Node) -> list[LocalDecl]:
         is_pointer = _has_descendant_type(target, {"pointer_declarator"}) is not None if target is not None else False
         array = _has_descendant_type(target, {"array_declarator"}) if target is not None else None
         size = array.child_by_field_name("size") if array is not None else None
-        if value is not None and value.type == "initializer_list" and type_text == "dim3":
-            pass
         out.append(LocalDecl(
             name=node_text(src, name_node),
             type_text=(prefix + " " + type_text).strip() if prefix else type_text,
             node=decl, declarator=d, value=value, is_pointer=is_pointer, is_const=is_const,
             is_shared=is_shared, is_extern=is_extern, array_size=size,
         ))
-        # `dim3 block(16, 16)` is parsed as a declarator with an argument list.
-        if value is None and d.type == "init_declarator":
-            pass
     return out
 
 
@@ -475,15 +472,15 @@ def _subscript_chain(node: Node) -> tuple[Node | None, list[Node]]:
         if idx is not None:
             indices.append(idx)
         cur = cur.child_by_field_name("argument")
-    while cur is not None and cur.type == "parenthesized_expression" and cur.named_child_count == 1:
-        cur = cur.named_children[0]
+    while cur is not None and cur.type == "parenthesized_expression" and len(operands(cur)) == 1:
+        cur = operands(cur)[0]
     indices.reverse()
     return (cur if cur is not None and cur.type == "identifier" else None), indices
 
 
 def index_expr(idx: Node) -> Node:
     """The expression inside a subscript_argument_list (`[i]` -> `i`)."""
-    named = idx.named_children
+    named = operands(idx)
     return named[0] if len(named) == 1 else idx
 
 
@@ -504,8 +501,8 @@ def _control(kind: str, node: Node) -> Control:
             gov = init.end_byte if init is not None else node.start_byte
     if cond is not None and cond.type == "condition_clause":
         cond = cond.child_by_field_name("value") or cond
-    if cond is not None and cond.type == "parenthesized_expression" and cond.named_child_count == 1:
-        cond = cond.named_children[0]
+    if cond is not None and cond.type == "parenthesized_expression" and len(operands(cond)) == 1:
+        cond = operands(cond)[0]
     return Control(kind=kind, node=node, cond=cond, gov_start=gov, end=node.end_byte)
 
 
@@ -540,7 +537,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             bare_calls.add(caps["bare"][0].id)
         elif "launch.stmt" in caps:
             stmt = caps["launch.stmt"][0]
-            call = stmt.named_children[0] if stmt.named_children else None
+            call = operands(stmt)[0] if operands(stmt) else None
             if call is not None:
                 launch_stmts[call.id] = stmt
         elif "launch" in caps:
@@ -585,17 +582,21 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             facts.preprocs.append(caps["preproc"][0])
         elif "number" in caps:
             facts.numbers.append(caps["number"][0])
+        elif "mul" in caps:
+            names = {node_text(src, caps["mul.a"][0]), node_text(src, caps["mul.b"][0])}
+            if names == {"blockIdx", "blockDim"}:
+                facts.builtin_products.append(caps["mul"][0])
 
     for name, node, is_method in raw_calls:
         args_node = node.child_by_field_name("arguments")
-        args = tuple(args_node.named_children) if args_node is not None else ()
+        args = tuple(operands(args_node)) if args_node is not None else ()
         call = Call(name=name, node=node, args=args, bare=node.id in bare_calls)
         (facts.method_calls if is_method else facts.calls).append(call)
         # Atomics write through their first argument.
         if not is_method and name in ATOMICS and args:
             target = args[0]
-            if target.type == "pointer_expression" and target.named_child_count:
-                target = target.named_children[-1]
+            if target.type == "pointer_expression" and len(operands(target)):
+                target = operands(target)[-1]
             write_targets[target.id] = node.end_byte
             compound_targets.add(target.id)
 
@@ -622,7 +623,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         fn_node = call_node.child_by_field_name("function")
         if fn_node is not None and fn_node.type == "template_function":
             fn_node = fn_node.child_by_field_name("name") or fn_node
-        cfg = tuple(config.named_children)
+        cfg = tuple(operands(config))
         texts = [squash(node_text(src, c)) for c in cfg]
         block_threads = _block_threads(facts, cfg[1]) if len(cfg) > 1 else None
         info = LaunchInfo(
@@ -644,15 +645,15 @@ def dim3_args(facts: FunctionFacts, node: Node) -> tuple[Node, ...] | None:
         fn = node.child_by_field_name("function")
         if fn is not None and facts.text(fn) == "dim3":
             args = node.child_by_field_name("arguments")
-            return tuple(args.named_children) if args is not None else ()
+            return tuple(operands(args)) if args is not None else ()
     if node.type == "initializer_list":
-        return tuple(node.named_children)
+        return tuple(operands(node))
     if node.type == "identifier":
         d = facts.local(facts.text(node))
         if d is not None and d.type_text.endswith("dim3"):
             if d.value is not None:
                 if d.value.type == "argument_list":
-                    return tuple(d.value.named_children)
+                    return tuple(operands(d.value))
                 return dim3_args(facts, d.value)
             return None
     return None

@@ -63,3 +63,8 @@ def node_text(src: bytes, node: Node) -> str:
 def squash(text: str) -> str:
     """Whitespace-normalised text, for comparing expressions as written."""
     return " ".join(text.split())
+
+
+def operands(node: Node) -> list[Node]:
+    """Named children without comments (a comment can sit anywhere, even in `<<<...>>>`)."""
+    return [c for c in node.named_children if c.type != "comment"]

@@ -250,16 +250,20 @@ def compile_cuda(
         return NvccOutcome(status="no_space", message=_space_message(exc, tmp_root), arch=arch)
     try:
         name = os.path.basename(path) or "buffer.cu"
-        if not name.endswith(".cu"):
-            name += ".cu"  # a header is compiled as a translation unit of its own
         source = os.path.join(workdir, name)
+        unit = source
         try:
             with open(source, "w", encoding="utf-8", errors="surrogateescape") as fh:
                 fh.write(text)
+            if not name.lower().endswith(".cu"):
+                # A header is checked the way it is used: included by a translation unit.
+                unit = os.path.join(workdir, "stitch_header_check.cu")
+                with open(unit, "w", encoding="utf-8") as fh:
+                    fh.write(f'#include "{name}"\n')
         except OSError as exc:
             return NvccOutcome(status="no_space", message=_space_message(exc, workdir), arch=arch)
         obj = os.path.join(workdir, "out.o")
-        cmd = build_command(nvcc, source, obj, settings, arch, doc_dir, root)
+        cmd = build_command(nvcc, unit, obj, settings, arch, doc_dir, root)
         try:
             out = run_process_group(cmd, timeout=settings.compile_timeout_s, cwd=workdir, token=token)
         except OSError as exc:

@@ -79,7 +79,7 @@ def _bytes(n: int) -> str:
 def hint_label(k: KernelResources) -> str:
     parts = [f"{k.registers} regs", f"{_bytes(k.shared_bytes)} smem"]
     spill = k.spill_stores + k.spill_loads
-    parts.append("0 spill" if spill == 0 else f"{_bytes(k.spill_stores)} spill st / {_bytes(k.spill_loads)} ld")
+    parts.append("0 spill" if spill == 0 else f"spills {_bytes(k.spill_stores)} st / {_bytes(k.spill_loads)} ld")
     if k.stack_bytes:
         parts.append(f"{_bytes(k.stack_bytes)} stack")
     return "⟨" + " · ".join(parts) + "⟩"

@@ -2,22 +2,46 @@
 
 from __future__ import annotations
 
-from stitch_lsp.analysis.rules.base import FileRule, Rule, RuleMeta, doc_url
-
-from stitch_lsp.analysis.rules import (  # noqa: E402  (registry order = code order)
+from stitch_lsp.analysis.rules import (
     stc001_unguarded_global_write,
     stc002_divergent_barrier,
+    stc003_shared_race,
+    stc004_block_size,
+    stc005_uncoalesced,
+    stc006_atomic_in_loop,
+    stc007_int_index_overflow,
     stc008_mutable_readonly_param,
     stc009_unchecked_launch,
+    stc010_shared_tree_reduction,
+    stc011_legacy_warp_intrinsic,
+    stc012_printf_in_kernel,
+    stc013_shared_size_not_constant,
+    stc014_missing_launch_bounds,
+    stc015_double_literal,
+    stc016_truncating_grid,
 )
+from stitch_lsp.analysis.rules.base import FileRule, Rule, RuleMeta, doc_url
 
 FUNCTION_RULES: tuple[Rule, ...] = (
     stc001_unguarded_global_write.RULE,
     stc002_divergent_barrier.RULE,
+    stc003_shared_race.RULE,
+    stc004_block_size.RULE,
+    stc005_uncoalesced.RULE,
+    stc006_atomic_in_loop.RULE,
+    stc007_int_index_overflow.RULE,
     stc008_mutable_readonly_param.RULE,
     stc009_unchecked_launch.RULE,
+    stc010_shared_tree_reduction.RULE,
+    stc011_legacy_warp_intrinsic.RULE,
+    stc012_printf_in_kernel.RULE,
+    stc013_shared_size_not_constant.RULE,
+    stc015_double_literal.RULE,
+    stc016_truncating_grid.RULE,
 )
-FILE_RULES: tuple[FileRule, ...] = ()
+FILE_RULES: tuple[FileRule, ...] = (
+    stc014_missing_launch_bounds.RULE,
+)
 
 ALL_RULES = tuple(sorted((*FUNCTION_RULES, *FILE_RULES), key=lambda r: r.meta.code))
 

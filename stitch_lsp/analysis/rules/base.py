@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +17,7 @@ DOCS_WEB = "https://github.com/stitch-lsp/stitch/blob/main/docs/rules"
 SOURCE = "stitch"
 
 
+@functools.cache
 def doc_url(code: str) -> str:
     """The rule's page: the checkout's own docs when present, else the project's web copy."""
     page = Path(__file__).resolve().parents[3] / "docs" / "rules" / f"{code}.md"

@@ -44,9 +44,8 @@ class DivergentBarrier(Rule):
             ret = thread_dependent_exit(facts, b.node.start_byte)
             if ret is not None:
                 cond = squash(facts.text(ret.cond))
-                line = ret.node.start_point.row + 1
-                out.emit(b.node, f"`{shown}` follows a thread-dependent early return (`if ({cond})` at line "
-                                 f"{line}); returned threads never reach the barrier. Keep every thread alive "
+                out.emit(b.node, f"`{shown}` follows a thread-dependent early return (`if ({cond}) return`); "
+                                 f"returned threads never reach the barrier. Keep every thread alive "
                                  f"to the barrier and guard the work instead")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stitch_lsp.analysis.cuda_facts import ATOMICS, FunctionFacts, Param
+from stitch_lsp.analysis.cuda_text import operands
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.findings import Fix, Severity
 
@@ -46,6 +47,34 @@ def _aliases(facts: FunctionFacts, name: str) -> set[str]:
     return names
 
 
+def _pointer_names(facts: FunctionFacts, node) -> set[str]:
+    """Names whose address an argument passes on (`x`, `x + i`, `&x[i]`, casts); a loaded
+    value (`x[i]`) passes none."""
+    t = node.type
+    if t == "identifier":
+        return {facts.text(node)}
+    if t == "pointer_expression":
+        op = node.child_by_field_name("operator")
+        arg = node.child_by_field_name("argument")
+        if arg is None:
+            return set()
+        if op is not None and facts.text(op) == "&":
+            return facts.base_names(arg)
+        return set()  # *p is a value
+    if t in ("binary_expression", "parenthesized_expression", "conditional_expression", "cast_expression"):
+        out: set[str] = set()
+        for c in operands(node):
+            if c.type != "type_descriptor":
+                out |= _pointer_names(facts, c)
+        return out
+    if t == "call_expression":
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is not None and fn.type == "template_function" and args is not None:  # reinterpret_cast<T*>(p)
+            return set().union(*(_pointer_names(facts, a) for a in operands(args)))
+    return set()
+
+
 def _is_read_only(facts: FunctionFacts, p: Param) -> bool:
     names = _aliases(facts, p.info.name)
     for target in _write_targets(facts):
@@ -54,7 +83,7 @@ def _is_read_only(facts: FunctionFacts, p: Param) -> bool:
     for c in (*facts.calls, *facts.method_calls):
         if c.name in READ_ONLY_CALLS:
             continue
-        if any(facts.base_names(arg) & names for arg in c.args):
+        if any(_pointer_names(facts, arg) & names for arg in c.args):
             return False  # handed to code we do not see: it may write
     for launch in facts.launches:
         args = launch.node.child_by_field_name("arguments")

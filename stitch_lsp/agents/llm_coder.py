@@ -1,0 +1,436 @@
+"""The LLM Coder: plan → code → verify → refine with Claude, behind the Candidate / Verdict seam.
+
+``LlmCoder.run`` is the whole loop for one task:
+
+1. the stable prefix (rules + skills guide, the task) and the Planner's plan go to
+   the model; it answers with a candidate (``llm_reply``);
+2. the candidate is checked statically, verified, and scored by the rubric;
+3. the verdict goes back as feedback (``llm_feedback``); up to ``settings.rounds``
+   rounds; after two rounds without progress the job replans (a fresh
+   conversation with a new plan and a digest of what failed); it stops early once a
+   candidate passes and reaches ``settings.target_speedup``;
+4. every call counts against ``settings.token_budget`` (all tokens the API
+   processed, cache reads included); the job stops cleanly when it is spent.
+
+The best offerable candidate wins; a candidate with any hack flag never does.
+``LlmCoder.generate`` is the one-round seam the fuse pipeline's Coder interface uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Protocol
+
+import attrs
+from attrs import define, field
+
+from stitch_lsp.agents import llm_prompt
+from stitch_lsp.agents.llm_client import LlmError, MessagesClient, RetryPolicy, TurnResult
+from stitch_lsp.agents.llm_feedback import reply_problem_feedback, verdict_feedback
+from stitch_lsp.agents.llm_judge import JUDGE_MAX_TOKENS, JudgeError, judge
+from stitch_lsp.agents.llm_key import KEYS, NO_KEY_MESSAGE, Secret
+from stitch_lsp.agents.llm_pricing import add_usage, price_for, total_tokens
+from stitch_lsp.agents.llm_reply import ParsedReply, parse_reply
+from stitch_lsp.agents.rubric import RubricContext, apply_rubric, passes, static_flags
+from stitch_lsp.cancellation import CancelToken, Cancelled, ProgressEvent, Reporter, no_report
+from stitch_lsp.pipeline import Candidate, Plan, Task
+from stitch_lsp.settings import Settings
+from stitch_lsp.verdict import Usage, Verdict, VerdictStatus
+
+log = logging.getLogger(__name__)
+
+MAX_REPLY_TOKENS = 16_000
+MIN_REPLY_TOKENS = 1_024  # below this a round cannot produce two complete files
+CHARS_PER_TOKEN = 3.5  # conservative estimate of a request's size before sending it
+NO_PROGRESS_ROUNDS_BEFORE_REPLAN = 2
+
+
+class VerifierLike(Protocol):
+    def verify(self, reference_source: str, candidate: Candidate, options: Any = None, *,
+               cancel: CancelToken | None = None, report: Reporter | None = None) -> Verdict: ...
+
+
+Replanner = Callable[[Task, Plan | None, list["RoundRecord"]], Plan | None]
+
+
+@define
+class RoundRecord:
+    number: int
+    candidate: Candidate | None = None
+    verdict: Verdict | None = None
+    problem: str = ""  # why the reply was not a candidate
+    usage: Usage = field(factory=Usage)
+    stop_reason: str | None = None
+    replanned_after: bool = False  # the conversation restarted with a new plan after this round
+
+    def describe(self) -> str:
+        if self.verdict is not None:
+            return f"round {self.number}: {self.verdict.status.value.replace('_', ' ')} — {self.verdict.summary}"
+        return f"round {self.number}: unusable reply — {self.problem.split('. ')[0]}"
+
+
+@define
+class LlmOutcome:
+    candidate: Candidate | None  # the best offerable candidate, or None
+    verdict: Verdict | None  # its verdict (rubric included; usage = the whole job's)
+    message: str  # one paragraph for the user
+    rounds: list[RoundRecord] = field(factory=list)
+    usage: Usage = field(factory=Usage)
+    # "" on success; else no_key | bad_key | ... (LlmError.kind) | rounds_exhausted | budget | cancelled |
+    # judge_rejected
+    failure: str = ""
+    target_reached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.candidate is not None
+
+
+@define
+class LlmConfig:
+    """Settings that are the LLM Coder's alone; the rest come from ``Settings``."""
+
+    base_url: str | None = None  # None: the SDK's default (or ANTHROPIC_BASE_URL)
+    retry: RetryPolicy = field(factory=RetryPolicy)
+    max_reply_tokens: int = MAX_REPLY_TOKENS
+    timeout_s: float = 600.0
+
+
+class LlmCoderError(Exception):
+    """No candidate came out of a ``generate`` round; ``reason`` says why (for the user and the model)."""
+
+    def __init__(self, reason: str, *, kind: str = "reply"):
+        super().__init__(reason)
+        self.reason = reason
+        self.kind = kind
+
+
+def key_configured() -> bool:
+    """Whether the server has a key (the "with Claude" action is offered only then)."""
+    return KEYS.configured
+
+
+class LlmCoder:
+    name = "llm"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        verifier: VerifierLike | None = None,
+        verify_options: Any = None,
+        api_key: Secret | None = None,
+        config: LlmConfig | None = None,
+        replanner: Replanner | None = None,
+    ) -> None:
+        self.settings = settings
+        self.verifier = verifier
+        self.verify_options = verify_options
+        self.config = config or LlmConfig()
+        self.replanner = replanner
+        self._key = api_key if api_key is not None else KEYS.get()
+        self.usage = Usage()
+        self._conversation: _Conversation | None = None
+
+    # -- the Coder seam (one round; the fuse pipeline drives the loop) -----------------------
+    def generate(self, task: Task, plan: Plan | None, feedback: Verdict | str | None = None, *,
+                 cancel: CancelToken | None = None, report: Reporter | None = None) -> Candidate:
+        """One model round. ``feedback``: the previous candidate's verdict (or text), None the first time."""
+        conv = self._conversation
+        if conv is None or conv.task is not task:
+            conv = self._conversation = _Conversation(self, task, plan, cancel or CancelToken(), report or no_report)
+        elif feedback is not None:
+            text = feedback if isinstance(feedback, str) else verdict_feedback(
+                feedback, conv.last_candidate or Candidate(""), round_number=conv.rounds_done,
+                rounds=self.settings.rounds, target_speedup=self.settings.target_speedup, plan=plan)
+            conv.tell(text)
+        try:
+            record, parsed = conv.ask(conv.rounds_done + 1)
+        except LlmError as err:
+            raise LlmCoderError(err.message, kind=err.kind) from None
+        self.usage = conv.usage
+        if parsed.candidate is None:
+            conv.tell(reply_problem_feedback(parsed.problem, record.number, self.settings.rounds))
+            raise LlmCoderError(parsed.problem)
+        return parsed.candidate
+
+    # -- the whole loop ---------------------------------------------------------------------------
+    def run(self, task: Task, plan: Plan | None, *, cancel: CancelToken | None = None,
+            report: Reporter | None = None) -> LlmOutcome:
+        cancel = cancel or CancelToken()
+        report = report or no_report
+        if self._key is None:
+            return LlmOutcome(None, None, NO_KEY_MESSAGE, failure="no_key")
+        if self.verifier is None:
+            raise ValueError("LlmCoder.run needs a verifier")
+        rounds = max(1, self.settings.rounds)
+        conv = _Conversation(self, task, plan, cancel, report)
+        records: list[RoundRecord] = []
+        best: RoundRecord | None = None
+        stale = 0  # rounds since the last progress
+        failure = "rounds_exhausted"
+        try:
+            for number in range(1, rounds + 1):
+                cancel.raise_if_cancelled()
+                record, parsed = conv.ask(number)
+                records.append(record)
+                if parsed.candidate is not None:
+                    record.verdict = self._verify(task, parsed.candidate, conv.plan, records, cancel, report)
+                progressed = _progressed(record, best)
+                if record.verdict is not None and (best is None or _rank(record) > _rank(best)):
+                    best = record
+                stale = 0 if progressed else stale + 1
+                if best is not None and best.verdict is not None and passes(best.verdict) and \
+                        (best.verdict.timing.speedup_vs_eager or 0.0) >= self.settings.target_speedup:
+                    failure = ""
+                    break
+                if number == rounds:
+                    break
+                feedback = self._feedback(record, conv, number, rounds)
+                if stale >= NO_PROGRESS_ROUNDS_BEFORE_REPLAN:
+                    record.replanned_after = True
+                    conv.restart(self._replan(task, conv.plan, records), _digest(records), feedback)
+                    stale = 0
+                    report(ProgressEvent("planning", f"No progress in {NO_PROGRESS_ROUNDS_BEFORE_REPLAN} rounds: "
+                                                     "replanning with a fresh conversation"))
+                else:
+                    conv.tell(feedback)
+        except LlmError as err:
+            if err.kind == "budget":
+                return self._finish(best, records, conv, failure="budget",
+                                    note=f"Stopped before round {len(records) + 1}: {err.message}")
+            return self._finish(best, records, conv, failure=err.kind,
+                                note=f"{err.message}" + (f" (after {len(records)} round"
+                                                        f"{'s' if len(records) != 1 else ''})" if records else ""))
+        except Cancelled:
+            return self._finish(best, records, conv, failure="cancelled", note="Cancelled.")
+        return self._finish(best, records, conv, failure=failure, note="")
+
+    # -- pieces -------------------------------------------------------------------------------------
+    def _verify(self, task: Task, candidate: Candidate, plan: Plan | None, records: list[RoundRecord],
+                cancel: CancelToken, report: Reporter) -> Verdict:
+        previous = next((r for r in reversed(records[:-1]) if r.verdict is not None), None)
+        context = RubricContext(plan=plan, previous=previous.verdict if previous else None,
+                                previous_candidate=previous.candidate if previous else None)
+        # Static anti-hacking first: a flagged candidate costs no worker, no GPU time.
+        flags = static_flags(candidate)
+        if flags:
+            verdict = Verdict(status=VerdictStatus.HACKING, hack_flags=flags,
+                              summary=f"rejected before running: {flags[0].code} {flags[0].message}")
+            return apply_rubric(verdict, candidate, context)
+        assert self.verifier is not None
+        verdict = self.verifier.verify(task.source, candidate, self.verify_options, cancel=cancel, report=report)
+        return apply_rubric(verdict, candidate, context)
+
+    def _feedback(self, record: RoundRecord, conv: "_Conversation", number: int, rounds: int) -> str:
+        if record.verdict is None or record.candidate is None:
+            return reply_problem_feedback(record.problem, number, rounds)
+        return verdict_feedback(record.verdict, record.candidate, round_number=number, rounds=rounds,
+                                target_speedup=self.settings.target_speedup, plan=conv.plan)
+
+    def _replan(self, task: Task, plan: Plan | None, records: list[RoundRecord]) -> Plan | None:
+        if self.replanner is not None:
+            try:
+                new_plan = self.replanner(task, plan, records)
+            except Exception:  # a failing planner must not end the job; the model replans itself
+                log.exception("replanning failed")
+                new_plan = None
+            if new_plan is not None:
+                return new_plan
+        if plan is None:
+            return None
+        return attrs.evolve(plan, notes=[*plan.notes, "Two attempts on this plan made no progress: "
+                                         "choose a different decomposition or algorithm and say why."])
+
+    def _finish(self, best: RoundRecord | None, records: list[RoundRecord], conv: "_Conversation", *,
+                failure: str, note: str) -> LlmOutcome:
+        offer = best if best is not None and best.verdict is not None and passes(best.verdict) else None
+        if offer is not None and self.settings.judge and failure in ("", "rounds_exhausted"):
+            judged = self._judge(offer, conv)
+            if judged:
+                note = judged
+            if not passes(offer.verdict):  # type: ignore[arg-type]
+                failure, offer = "judge_rejected", None
+        usage = attrs.evolve(conv.usage, rounds=len(records))
+        self.usage = usage
+        spend = _spend(usage, self.settings.model)
+        if offer is not None:
+            verdict = attrs.evolve(offer.verdict, usage=usage)
+            speedup = verdict.timing.speedup_vs_eager
+            reached = speedup is not None and speedup >= self.settings.target_speedup
+            pace = f"{speedup:.2f}x over eager" if speedup is not None else "speed not measured"
+            message = (f"Claude's round-{offer.number} candidate is correct ({pace}"
+                       + (f", target {self.settings.target_speedup:g}x reached" if reached else
+                          f"; the {self.settings.target_speedup:g}x target was not reached") + f"). {spend}")
+            if note:
+                message += f" {note}"
+            return LlmOutcome(offer.candidate, verdict, message, records, usage,
+                              failure="", target_reached=reached)
+        lines = [note] if note else []
+        if failure == "judge_rejected" and best is not None and best.verdict is not None:
+            model_anti = [s for s in best.verdict.rubric if s.judge == "model" and s.dimension == "anti_hacking"]
+            lines.insert(0, f"The model judge rejected the round-{best.number} candidate as a hack: "
+                            + "; ".join(model_anti[0].reasons if model_anti else []))
+        if failure == "rounds_exhausted":
+            lines.insert(0, f"No verified candidate after {len(records)} round{'s' if len(records) != 1 else ''}.")
+        lines += [r.describe() for r in records]
+        lines.append(spend)
+        verdict = attrs.evolve(best.verdict, usage=usage) if best is not None and best.verdict else None
+        return LlmOutcome(None, verdict, " ".join(line.rstrip(".") + "." for line in lines if line),
+                          records, usage, failure=failure or "rounds_exhausted")
+
+
+    def _judge(self, offer: RoundRecord, conv: "_Conversation") -> str:
+        """Add the model judge's scores to ``offer``'s verdict; returns a note when it could not judge."""
+        assert offer.verdict is not None and offer.candidate is not None
+        if conv.budget_left() < JUDGE_MAX_TOKENS + conv.estimated_request_tokens() // 2:
+            return "The model judge was skipped: the token budget is used up."
+        conv.report(ProgressEvent("judging", f"Asking {self.settings.model} to review the candidate"))
+        try:
+            result = judge(conv.client(), conv.task, conv.plan, offer.candidate, offer.verdict, cancel=conv.cancel)
+        except JudgeError as err:
+            return f"The model judge gave no usable answer ({err})."
+        except LlmError as err:
+            return f"The model judge failed: {err.message}"
+        except Cancelled:
+            return "The model judge was cancelled."
+        conv.usage = add_usage(conv.usage, result.usage)
+        offer.verdict = attrs.evolve(offer.verdict, rubric=[*offer.verdict.rubric, *result.scores])
+        return ""
+
+
+class _Conversation:
+    """One model conversation: messages so far, token accounting, streaming progress."""
+
+    def __init__(self, coder: LlmCoder, task: Task, plan: Plan | None, cancel: CancelToken, report: Reporter):
+        self.coder = coder
+        self.task = task
+        self.plan = plan
+        self.cancel = cancel
+        self.report = report
+        self.usage = Usage()
+        self.rounds_done = 0
+        self.last_candidate: Candidate | None = None
+        self._client: MessagesClient | None = None
+        self.system = llm_prompt.system_blocks()
+        self.messages = [self._opening(plan, "")]
+
+    @property
+    def settings(self) -> Settings:
+        return self.coder.settings
+
+    def _opening(self, plan: Plan | None, digest: str) -> dict[str, Any]:
+        return llm_prompt.first_turn(self.task, plan, target_speedup=self.settings.target_speedup,
+                                     rounds=self.settings.rounds, history_digest=digest)
+
+    def client(self) -> MessagesClient:
+        if self._client is None:
+            cfg = self.coder.config
+            self._client = MessagesClient(self.coder._key, model=self.settings.model, base_url=cfg.base_url,
+                                          retry=cfg.retry, timeout_s=cfg.timeout_s)
+        return self._client
+
+    def budget_left(self) -> int:
+        return self.settings.token_budget - total_tokens(self.usage)
+
+    def estimated_request_tokens(self) -> int:
+        chars = sum(len(b["text"]) for b in self.system)
+        chars += sum(len(b.get("text", "")) for m in self.messages for b in m["content"])
+        return int(chars / CHARS_PER_TOKEN)
+
+    def tell(self, text: str) -> None:
+        self.messages.append(llm_prompt.feedback_turn(text))
+
+    def restart(self, plan: Plan | None, digest: str, last_feedback: str) -> None:
+        self.plan = plan
+        self.messages = [self._opening(plan, f"{digest}\n\nThe last attempt's feedback:\n\n{last_feedback}")]
+
+    def ask(self, number: int) -> tuple[RoundRecord, ParsedReply]:
+        rounds = self.settings.rounds
+        max_tokens = min(self.coder.config.max_reply_tokens, self.budget_left() - self.estimated_request_tokens())
+        if max_tokens < MIN_REPLY_TOKENS:
+            raise LlmError("budget", f"The token budget ({self.settings.token_budget:,}) is used up "
+                                     f"({total_tokens(self.usage):,} tokens).")
+        model = self.settings.model
+        base = total_tokens(self.usage)
+        percent = int(100 * (number - 1) / max(rounds, 1))
+        self.report(ProgressEvent("generating", f"Round {number}/{rounds}: asking {model}", percent))
+        last = [0.0]
+
+        def on_tokens(out_tokens: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= 0.25:
+                last[0] = now
+                self.report(ProgressEvent("generating", f"Round {number}/{rounds}: {model} writing — "
+                                                        f"{base + out_tokens:,} tokens so far", percent))
+
+        def on_status(note: str) -> None:
+            self.report(ProgressEvent("generating", f"Round {number}/{rounds}: {note}", percent))
+
+        turn: TurnResult = self.client().complete(
+            system=self.system, messages=llm_prompt.with_rolling_cache(self.messages), max_tokens=max_tokens,
+            cancel=self.cancel, on_tokens=on_tokens, on_status=on_status)
+        self.usage = add_usage(self.usage, turn.usage)
+        self.rounds_done = number
+        self.messages.append(llm_prompt.assistant_turn(turn.text))
+        parsed = parse_reply(turn.text, stop_reason=turn.stop_reason, max_tokens=max_tokens)
+        self.report(ProgressEvent("generating", f"Round {number}/{rounds}: reply received — "
+                                                f"{total_tokens(self.usage):,} tokens so far", percent))
+        if parsed.candidate is not None:
+            self.last_candidate = parsed.candidate
+        record = RoundRecord(number=number, candidate=parsed.candidate, problem=parsed.problem,
+                             usage=turn.usage, stop_reason=turn.stop_reason)
+        return record, parsed
+
+
+# -- ranking candidates ----------------------------------------------------------------------------
+_STATUS_RANK = {
+    VerdictStatus.CORRECT: 4,
+    VerdictStatus.INCORRECT: 3,
+    VerdictStatus.UNVERIFIABLE: 3,
+    VerdictStatus.CRASHED: 2,
+    VerdictStatus.TIMEOUT: 2,
+    VerdictStatus.OUT_OF_MEMORY: 2,
+    VerdictStatus.BAD_INPUT: 2,
+    VerdictStatus.ERROR: 2,
+    VerdictStatus.COMPILE_ERROR: 1,
+    VerdictStatus.HACKING: 0,
+}
+
+
+def _rank(record: RoundRecord) -> tuple[float, float, float]:
+    """Bigger is better: status, then the share of trials passed, then speed."""
+    verdict = record.verdict
+    if verdict is None:
+        return (-1.0, 0.0, 0.0)
+    if verdict.hack_flags:
+        return (0.0, 0.0, 0.0)
+    trials = verdict.correctness.trials
+    share = sum(t.passed for t in trials) / len(trials) if trials else 0.0
+    return (float(_STATUS_RANK.get(verdict.status, 0)), share, verdict.timing.speedup_vs_eager or 0.0)
+
+
+def _progressed(record: RoundRecord, best: RoundRecord | None) -> bool:
+    """A better status or share of trials, or at least 5% more speed, than the best so far.
+
+    A first round that does not even compile (or was not a candidate) is no progress.
+    """
+    if best is None:
+        return _rank(record)[0] >= _STATUS_RANK[VerdictStatus.CRASHED]
+    new, old = _rank(record), _rank(best)
+    if new[:2] != old[:2]:
+        return new[:2] > old[:2]
+    return new[2] > old[2] * 1.05
+
+
+def _digest(records: list[RoundRecord]) -> str:
+    lines = ["# Earlier attempts (none was accepted)"] + [f"- {r.describe()}" for r in records]
+    return "\n".join(lines)
+
+
+def _spend(usage: Usage, model: str) -> str:
+    tokens = total_tokens(usage)
+    cached = f", {usage.cache_read_tokens:,} read from cache" if usage.cache_read_tokens else ""
+    cost = f"${usage.cost_usd:.4f}" if price_for(model) is not None else "cost unknown for this model"
+    return f"{usage.rounds} round{'s' if usage.rounds != 1 else ''}, {tokens:,} tokens{cached}, {cost}."

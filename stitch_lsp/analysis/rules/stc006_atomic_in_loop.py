@@ -1,0 +1,50 @@
+"""STC006: an atomic on one address inside a loop (every iteration of every thread contends)."""
+
+from __future__ import annotations
+
+from stitch_lsp.analysis.cuda_facts import ATOMICS, Control, FunctionFacts
+from stitch_lsp.analysis.cuda_text import squash
+from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
+from stitch_lsp.findings import Severity
+
+
+def _varying(facts: FunctionFacts, loop: Control) -> set[str]:
+    """Names that change from one iteration of ``loop`` to the next."""
+    lo, hi = loop.node.start_byte, loop.node.end_byte
+    names = {d.name for d in facts.decls if lo <= d.node.start_byte < hi}
+    for a in facts.assigns:
+        left = a.child_by_field_name("left")
+        if left is not None and left.type == "identifier" and lo <= a.start_byte < hi:
+            names.add(facts.text(left))
+    for u in facts.updates:
+        arg = u.child_by_field_name("argument")
+        if arg is not None and arg.type == "identifier" and lo <= u.start_byte < hi:
+            names.add(facts.text(arg))
+    return names
+
+
+class AtomicInLoop(Rule):
+    meta = RuleMeta("STC006", "atomic-same-address-in-loop", "Atomic on one address inside a loop",
+                    Severity.WARNING)
+
+    def check(self, facts: FunctionFacts, out: Emitter) -> None:
+        if facts.is_host_code:
+            return
+        for c in facts.calls:
+            if c.name not in ATOMICS or not c.args:
+                continue
+            loops = facts.loops_over(c.node.start_byte)
+            if not loops:
+                continue
+            deps = facts.closure(facts.refs(c.args[0]))
+            if any(n.startswith("threadIdx.") for n in deps):
+                continue
+            if any(deps & _varying(facts, loop) for loop in loops):
+                continue
+            addr = squash(facts.text(c.args[0]))
+            out.emit(c.node, f"`{c.name}` on `{addr}` hits the same address on every iteration of the loop in "
+                             f"every thread, so the updates serialise; accumulate in a register and issue one "
+                             f"atomic after the loop (one per warp after a shuffle reduction is better still)")
+
+
+RULE = AtomicInLoop()

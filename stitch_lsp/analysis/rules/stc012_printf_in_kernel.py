@@ -1,0 +1,26 @@
+"""STC012: `printf` in device code outside a debug-only `#if`."""
+
+from __future__ import annotations
+
+from stitch_lsp.analysis.cuda_facts import FunctionFacts
+from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
+from stitch_lsp.findings import Severity
+
+
+class PrintfInKernel(Rule):
+    meta = RuleMeta("STC012", "printf-in-kernel", "`printf` in a kernel", Severity.INFO)
+
+    def check(self, facts: FunctionFacts, out: Emitter) -> None:
+        if facts.is_host_code:
+            return
+        for c in facts.calls:
+            if c.name != "printf":
+                continue
+            if any(p.start_byte <= c.node.start_byte < p.end_byte for p in facts.preprocs):
+                continue  # inside #ifdef DEBUG or similar
+            out.emit(c.node.child_by_field_name("function") or c.node,
+                     "`printf` in device code serialises through a host buffer and distorts timing; remove it "
+                     "or keep it under `#ifdef DEBUG`")
+
+
+RULE = PrintfInKernel()

@@ -1,0 +1,139 @@
+"""Turning what the fuse pipeline returns (plan, candidate, verdict) into a TaskResult.
+
+Pure: works on the shared data classes only, so it is tested without a GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stitch_lsp.benchsuite.results import CODER_ERROR, NOT_COVERED, TaskDetail, TaskResult
+from stitch_lsp.benchsuite.tasks import BenchTask
+from stitch_lsp.findings import Severity
+from stitch_lsp.pipeline import Candidate, Plan
+from stitch_lsp.verdict import KernelProfile, Verdict, VerdictStatus
+
+_REASON_MAX = 160
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= _REASON_MAX else line[: _REASON_MAX - 1] + "…"
+
+
+def _bottleneck(verdict: Verdict) -> KernelProfile | None:
+    kernels = [k for k in verdict.profile.kernels if k.role == "candidate"]
+    if not kernels:
+        return None
+    return max(kernels, key=lambda k: k.duration_us or 0.0)
+
+
+def _pct_of_peak(kernel: KernelProfile) -> float | None:
+    if kernel.bound == "memory":
+        return kernel.dram_throughput_pct if kernel.dram_throughput_pct is not None else kernel.memory_throughput_pct
+    if kernel.bound == "compute":
+        return kernel.sm_throughput_pct
+    values = [v for v in (kernel.sm_throughput_pct, kernel.memory_throughput_pct) if v is not None]
+    return max(values) if values else None
+
+
+def why_not_correct(verdict: Verdict) -> str:
+    """The one line that says why a verdict is not a pass, most specific first."""
+    if verdict.hack_flags:
+        flags = "; ".join(f"{f.code} {f.message}" for f in verdict.hack_flags[:2])
+        return _one_line(f"anti-hacking: {flags}")
+    if verdict.status is VerdictStatus.COMPILE_ERROR and verdict.compile:
+        errors = [d.message for d in verdict.compile.diagnostics if d.severity is Severity.ERROR]
+        if errors:
+            return _one_line(f"compile error: {errors[0]}")
+    failed = verdict.correctness.failed_trials
+    if verdict.status is VerdictStatus.INCORRECT and failed:
+        trial = failed[0]
+        err = f" max abs err {trial.max_abs_err:.3g}" if trial.max_abs_err is not None else ""
+        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        return _one_line(f"failed {trial.name}{err}{more}: {trial.detail}".rstrip(": "))
+    return _one_line(verdict.summary or verdict.correctness.message or verdict.status.value)
+
+
+def plan_bytes(plan: Plan | None) -> int | None:
+    if plan is None:
+        return None
+    total = sum(g.bytes_moved for g in plan.groups)
+    return total or None
+
+
+def to_result(
+    task: BenchTask,
+    *,
+    coder: str,
+    plan: Plan | None,
+    candidate: Candidate | None,
+    verdict: Verdict | None,
+    message: str = "",
+    gpu: str = "",
+    seconds: float = 0.0,
+) -> TaskResult:
+    result = TaskResult(
+        name=task.name,
+        status="error",
+        level=task.level,
+        tags=list(task.tags),
+        dtype=task.dtype,
+        coder=candidate.coder if candidate else coder,
+        gpu=gpu,
+        seconds=round(seconds, 3),
+        bound=task.expected_bound,
+        bound_source="task" if task.expected_bound else "",
+        min_bytes=task.min_bytes or plan_bytes(plan),
+    )
+    if candidate is None:
+        result.status = NOT_COVERED if not verdict else verdict.status.value
+        if verdict is None and message and "error" in message.lower():
+            result.status = CODER_ERROR
+        result.reason = _one_line(message or "the Coder wrote no candidate")
+        return result
+    if verdict is None:
+        result.status = CODER_ERROR
+        result.reason = _one_line(message or "no verdict")
+        return result
+
+    result.status = verdict.status.value
+    result.summary = _one_line(verdict.summary)
+    result.compiled = verdict.compile.ok if verdict.compile is not None else None
+    result.hack_flags = [f.code for f in verdict.hack_flags]
+    timing = verdict.timing
+    result.speedup_vs_eager = timing.speedup_vs_eager
+    result.speedup_vs_compile = timing.speedup_vs_compile
+    result.eager_ms = timing.eager.median_ms if timing.eager else None
+    result.compile_ms = timing.compiled.median_ms if timing.compiled else None
+    result.candidate_ms = timing.candidate.median_ms if timing.candidate else None
+    kernel = _bottleneck(verdict)
+    if kernel is not None:
+        result.kernels = sum(1 for k in verdict.profile.kernels if k.role == "candidate")
+        if kernel.bound:
+            result.bound, result.bound_source = kernel.bound, "profile"
+        result.pct_of_peak = _pct_of_peak(kernel)
+    if result.min_bytes and result.candidate_ms:
+        result.achieved_gbs = result.min_bytes / (result.candidate_ms * 1e-3) / 1e9
+    if verdict.status is VerdictStatus.CORRECT and not verdict.hack_flags:
+        notes = []
+        if candidate.uncovered_ops:
+            notes.append("left as PyTorch: " + ", ".join(candidate.uncovered_ops))
+        if timing.status != "measured":
+            notes.append(f"timing {timing.status}: {timing.message}".rstrip(": "))
+        result.reason = _one_line("; ".join(notes))
+    else:
+        if verdict.status is VerdictStatus.CORRECT:  # a flag on a passing verdict: never a win
+            result.status = VerdictStatus.HACKING.value
+        result.reason = why_not_correct(verdict)
+    return result
+
+
+def to_detail(task: BenchTask, outcome: Any) -> TaskDetail:
+    return TaskDetail(
+        name=task.name,
+        message=str(getattr(outcome, "message", "") or ""),
+        plan=getattr(outcome, "plan", None),
+        candidate=getattr(outcome, "candidate", None),
+        verdict=getattr(outcome, "verdict", None),
+    )

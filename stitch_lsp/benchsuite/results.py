@@ -1,0 +1,119 @@
+"""What a bench run records: one ``TaskResult`` per task, the run's ``RunInfo``, the ``Summary``.
+
+Plain attrs classes serialised by ``stitch_lsp.serde``; each finished task is one
+JSON file in the run directory (see ``store``), so a run can be resumed.
+"""
+
+from __future__ import annotations
+
+from attrs import define, field
+
+from stitch_lsp.pipeline import Candidate, Plan
+from stitch_lsp.verdict import DeviceInfo, Verdict
+
+# Statuses a task can end with, beyond the Verifier's own (VerdictStatus values).
+NOT_COVERED = "not_covered"  # the Coder wrote nothing: the task is outside what it handles
+CODER_ERROR = "coder_error"  # the Coder failed (API error, bad output, exception)
+SHARD_CRASHED = "crashed"  # the process running the task died
+TIMEOUT = "timeout"
+INTERRUPTED = "interrupted"  # Ctrl-C or cancel while it ran: not recorded, rerun on --resume
+ERROR = "error"
+
+
+@define
+class TaskResult:
+    name: str
+    status: str  # "correct", another VerdictStatus value, or one of the constants above
+    reason: str = ""  # why it is not correct, in one line; notes when it is
+    level: int | None = None
+    tags: list[str] = field(factory=list)
+    dtype: str = ""
+    coder: str = ""
+    compiled: bool | None = None  # None: no candidate was compiled
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None  # torch.compile (default mode)
+    candidate_ms: float | None = None
+    bound: str = ""  # from the profile: memory | compute | latency; else the task's expected bound
+    bound_source: str = ""  # "profile" | "task"
+    pct_of_peak: float | None = None  # the profiled bottleneck's throughput, % of the device peak
+    min_bytes: int | None = None  # fewest bytes the task must move (task index or plan)
+    achieved_gbs: float | None = None  # min_bytes / candidate time
+    kernels: int = 0  # candidate kernels profiled
+    hack_flags: list[str] = field(factory=list)
+    gpu: str = ""  # the slot it ran on ("0", "1", ... or "cpu")
+    seconds: float = 0.0  # wall time of the whole task (coder + verifier)
+    summary: str = ""  # the Verifier's own one-line summary
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "correct"
+
+
+@define
+class TaskDetail:
+    """Everything behind a TaskResult, kept next to it for reading later."""
+
+    name: str
+    message: str = ""
+    plan: Plan | None = None
+    candidate: Candidate | None = None
+    verdict: Verdict | None = None
+
+
+@define
+class GpuInfo:
+    slot: str  # CUDA_VISIBLE_DEVICES value the worker ran with
+    device: DeviceInfo | None = None
+    copy_bandwidth_gbs: float | None = None  # measured in this run
+    copy_method: str = ""
+    message: str = ""  # why it could not be measured
+
+
+@define
+class FastP:
+    p: float
+    vs_eager: float | None  # fraction of ALL tasks correct and faster than p x eager
+    vs_compile: float | None
+
+
+@define
+class Summary:
+    tasks: int  # all tasks selected for the run (the denominator of every rate)
+    ran: int  # tasks with a result
+    compiled: int
+    correct: int
+    compile_rate: float | None
+    correct_rate: float | None
+    fast_p: list[FastP] = field(factory=list)
+    geomean_vs_eager: float | None = None  # over correct tasks with a finite speedup
+    geomean_vs_compile: float | None = None
+    geomean_count: int = 0
+    copy_bandwidth_gbs: float | None = None
+    memory_bound: int = 0  # correct, memory-bound tasks with an achieved bandwidth
+    memory_bound_at_80pct: int = 0  # of those, at >= 80% of the measured copy bandwidth
+    statuses: dict[str, int] = field(factory=dict)
+
+
+@define
+class RunInfo:
+    run_id: str
+    tasks_dir: str
+    command: str
+    coder: str
+    started: str
+    finished: str = ""
+    interrupted: bool = False
+    stopped_by_budget: bool = False
+    gpus: list[GpuInfo] = field(factory=list)
+    filters: str = ""
+    stitch_version: str = ""
+
+
+@define
+class BenchReport:
+    run: RunInfo
+    summary: Summary
+    results: list[TaskResult] = field(factory=list)
+    not_run: list[str] = field(factory=list)  # selected tasks with no result (interrupted, budget)

@@ -1,0 +1,71 @@
+"""The numbers a kernel engineer expects from a suite run.
+
+fast_p (KernelBench): the fraction of ALL selected tasks that are correct AND
+faster than p times the baseline. Tasks that did not run, failed, or have no
+finite speedup count in the denominator and never in the numerator.
+The geometric mean is over correct tasks with a finite, positive speedup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Iterable
+
+from stitch_lsp.benchsuite.results import FastP, Summary, TaskResult
+
+P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
+COPY_TARGET = 0.8  # memory-bound kernels should reach 80% of the measured copy bandwidth
+
+
+def valid_speedup(value: float | None) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def fast_p(results: Iterable[TaskResult], total: int, p: float, baseline: str) -> float | None:
+    """``baseline`` is "eager" or "compile". None when there are no tasks at all."""
+    if total <= 0:
+        return None
+    attr = "speedup_vs_eager" if baseline == "eager" else "speedup_vs_compile"
+    hits = 0
+    for result in results:
+        speedup = getattr(result, attr)
+        if result.correct and valid_speedup(speedup) and speedup > p:
+            hits += 1
+    return hits / total
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    logs = [math.log(v) for v in values if valid_speedup(v)]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def pct_of_copy(result: TaskResult, copy_gbs: float | None) -> float | None:
+    if not result.achieved_gbs or not copy_gbs or not math.isfinite(result.achieved_gbs):
+        return None
+    return 100.0 * result.achieved_gbs / copy_gbs
+
+
+def summarise(results: list[TaskResult], total: int, copy_gbs: float | None = None) -> Summary:
+    correct = [r for r in results if r.correct]
+    compiled = sum(1 for r in results if r.compiled)
+    memory = [r for r in correct if r.bound == "memory" and pct_of_copy(r, copy_gbs) is not None]
+    return Summary(
+        tasks=total,
+        ran=len(results),
+        compiled=compiled,
+        correct=len(correct),
+        compile_rate=compiled / total if total else None,
+        correct_rate=len(correct) / total if total else None,
+        fast_p=[
+            FastP(p=p, vs_eager=fast_p(results, total, p, "eager"), vs_compile=fast_p(results, total, p, "compile"))
+            for p in P_VALUES
+        ],
+        geomean_vs_eager=geomean(r.speedup_vs_eager for r in correct),
+        geomean_vs_compile=geomean(r.speedup_vs_compile for r in correct),
+        geomean_count=sum(1 for r in correct if valid_speedup(r.speedup_vs_eager)),
+        copy_bandwidth_gbs=copy_gbs,
+        memory_bound=len(memory),
+        memory_bound_at_80pct=sum(1 for r in memory if pct_of_copy(r, copy_gbs) >= 100 * COPY_TARGET),
+        statuses=dict(sorted(Counter(r.status for r in results).items())),
+    )

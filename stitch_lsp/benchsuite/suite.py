@@ -1,0 +1,213 @@
+"""One ``stitch bench`` run from start to end: select, resume, run on every GPU, report."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Sequence, TextIO
+
+from attrs import define, field
+
+from stitch_lsp import __version__
+from stitch_lsp.benchsuite import gpus as gpu_slots
+from stitch_lsp.benchsuite.results import BenchReport, GpuInfo, RunInfo, TaskDetail, TaskResult
+from stitch_lsp.benchsuite.scheduler import Worker, run_tasks
+from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND, ShardWorker
+from stitch_lsp.benchsuite.stats import summarise, valid_speedup
+from stitch_lsp.benchsuite.store import RunStore
+from stitch_lsp.benchsuite.table import render, result_cell
+from stitch_lsp.benchsuite.tasks import BenchTask, TaskFilter, discover, interleave, part, select
+from stitch_lsp.cancellation import CancelToken
+from stitch_lsp.settings import Settings
+
+
+class BenchError(Exception):
+    """A run that cannot start (no tasks, a bad directory, a resume that does not match)."""
+
+
+@define
+class BenchOptions:
+    tasks_dir: Path
+    run_dir: Path
+    coder: str = "template"
+    filter: TaskFilter = field(factory=TaskFilter)
+    resume: bool = False
+    gpus: int | None = None  # None: every visible GPU
+    budget_s: float | None = None
+    part: tuple[int, int] | None = None  # (I, N): the I-th of N interleaved slices of the selection
+    task_timeout_s: float = 900.0
+    measure_bandwidth: bool = True
+    profile: bool = True  # Nsight Compute on each candidate: the bound and % of peak
+    sanitize: bool = False
+    backend: str = DEFAULT_BACKEND
+    command: str = ""
+    verbose: bool = False
+
+
+WorkerFactory = Callable[[str, BenchOptions, Settings, RunStore], Worker]
+
+
+def shard_worker(slot: str, options: BenchOptions, settings: Settings, store: RunStore) -> Worker:
+    backend_options = {"workdir": str((store.dir / "work" / slot).resolve()),
+                       "profile": options.profile, "sanitize": options.sanitize}
+    return ShardWorker(slot, coder=options.coder, settings=settings, log_dir=store.logs,
+                       backend=options.backend, task_timeout_s=options.task_timeout_s,
+                       backend_options=backend_options)
+
+
+def _fmt_finished(result: TaskResult) -> str:
+    if result.correct:
+        parts = [f"{result.speedup_vs_eager:.2f}x eager" if valid_speedup(result.speedup_vs_eager) else "",
+                 f"{result.speedup_vs_compile:.2f}x compile" if valid_speedup(result.speedup_vs_compile) else ""]
+        return "correct " + " ".join(p for p in parts if p)
+    cell = result_cell(result)
+    return cell if len(cell) <= 100 else cell[:99] + "…"
+
+
+class ProgressPrinter:
+    """Listener: a line when a task starts and when it ends (and stage changes with --verbose)."""
+
+    def __init__(self, out: TextIO, store: RunStore, total: int, done: int, verbose: bool) -> None:
+        self.out, self.store, self.total, self.done, self.verbose = out, store, total, done, verbose
+        self.results: list[TaskResult] = []
+        self._stage: dict[str, str] = {}
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def started(self, slot: str, task: BenchTask) -> None:
+        self._say(f"[{self.done + 1:>3}/{self.total}] gpu {slot}: {task.name} ...")
+
+    def progress(self, slot: str, task: BenchTask, message: str) -> None:
+        stage = message.split(" ", 1)[0]
+        if self.verbose and self._stage.get(task.name) != stage:
+            self._stage[task.name] = stage
+            self._say(f"          gpu {slot}: {task.name}: {message}")
+
+    def finished(self, slot: str, task: BenchTask, result: TaskResult, detail: TaskDetail | None) -> None:
+        self.store.save(result, detail)  # first: a Ctrl-C right after must not lose it
+        self.results.append(result)
+        self.done += 1
+        self._say(f"[{self.done:>3}/{self.total}] gpu {slot}: {task.name}: {_fmt_finished(result)} "
+                  f"({result.seconds:.1f} s)")
+
+
+def _measure_gpus(workers: Sequence[Worker], cancel: CancelToken, out: TextIO) -> list[GpuInfo]:
+    infos: dict[str, GpuInfo] = {}
+
+    def one(worker: Worker) -> None:
+        gpu_info = getattr(worker, "gpu_info", None)
+        if gpu_info is None:
+            infos[worker.slot] = GpuInfo(slot=worker.slot, message="copy bandwidth not measured")
+            return
+        try:
+            infos[worker.slot] = gpu_info(cancel)
+        except Exception as exc:
+            infos[worker.slot] = GpuInfo(slot=worker.slot, message=f"copy bandwidth not measured: {exc}")
+
+    print(f"measuring copy bandwidth on {len(workers)} GPU(s) ...", file=out, flush=True)
+    threads = [threading.Thread(target=one, args=(w,), daemon=True) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.1)
+    for w in workers:
+        info = infos[w.slot]
+        text = f"{info.copy_bandwidth_gbs:.0f} GB/s" if info.copy_bandwidth_gbs else info.message
+        name = f"{info.device.name}: " if info.device else ""
+        print(f"  gpu {w.slot}: {name}{text}", file=out, flush=True)
+    return [infos[w.slot] for w in workers]
+
+
+def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdout,
+              make_worker: WorkerFactory = shard_worker, cancel: CancelToken | None = None) -> BenchReport:
+    cancel = cancel or CancelToken()
+    found, skipped = discover(options.tasks_dir)
+    for message in skipped:
+        print(f"skipped {message}", file=out)
+    chosen = select(found, options.filter)
+    if options.part is not None:
+        chosen = part(chosen, *options.part)
+    if not chosen:
+        raise BenchError(f"no tasks in {options.tasks_dir} match the filters" if found
+                         else f"no KernelBench tasks in {options.tasks_dir}")
+
+    store = RunStore(options.run_dir)
+    previous: dict[str, TaskResult] = {}
+    info = store.load_info()
+    if options.resume:
+        if info is None:
+            raise BenchError(f"nothing to resume in {options.run_dir} (no run.json)")
+        if info.coder != options.coder:
+            raise BenchError(f"{options.run_dir} was run with --coder {info.coder}; resume it with the same coder")
+        previous = {n: r for n, r in store.finished().items() if n in {t.name for t in chosen}}
+    elif info is not None:
+        raise BenchError(f"{options.run_dir} already holds a run: add --resume to continue it, or pick another --out")
+
+    run = RunInfo(
+        run_id=options.run_dir.name,
+        tasks_dir=str(options.tasks_dir),
+        command=options.command,
+        coder=options.coder,
+        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        filters=_describe_filter(options.filter, options.part),
+        stitch_version=__version__,
+    )
+    if options.resume and info is not None:
+        run.started, run.gpus = info.started, info.gpus
+    store.save_info(run)
+    todo = interleave([t for t in chosen if t.name not in previous])
+    slots = gpu_slots.slots(options.gpus)
+    workers = [make_worker(slot, options, settings, store) for slot in slots[: max(1, min(len(slots), len(todo)))]]
+    print(f"stitch bench: {len(chosen)} tasks ({len(previous)} already done), coder {options.coder}, "
+          f"{len(workers)} worker(s) on GPU {', '.join(w.slot for w in workers)}; results in {options.run_dir}",
+          file=out, flush=True)
+
+    started = time.monotonic()
+    if options.measure_bandwidth and todo:
+        try:
+            run.gpus = _measure_gpus(workers, cancel, out)
+        except KeyboardInterrupt:
+            cancel.cancel("interrupted")
+        store.save_info(run)
+    if cancel.cancelled or not todo:  # nothing (more) to run: the workers go
+        for worker in workers:
+            worker.close()
+        todo = []
+    printer = ProgressPrinter(out, store, total=len(chosen), done=len(previous), verbose=options.verbose)
+    budget = None if options.budget_s is None else max(0.0, options.budget_s - (time.monotonic() - started))
+    outcome = run_tasks(todo, workers, printer, cancel, budget_s=budget) if todo else None
+    for error in outcome.errors if outcome else []:
+        print(f"warning: {error}", file=out)
+
+    results = {**previous, **{r.name: r for r in printer.results}}
+    ordered = [results[t.name] for t in chosen if t.name in results]
+    copy_gbs = next((g.copy_bandwidth_gbs for g in run.gpus if g.copy_bandwidth_gbs), None)
+    run.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    run.interrupted = cancel.cancelled
+    run.stopped_by_budget = bool(outcome and outcome.stopped_by_budget)
+    report = BenchReport(
+        run=run,
+        summary=summarise(ordered, total=len(chosen), copy_gbs=copy_gbs),
+        results=ordered,
+        not_run=[t.name for t in chosen if t.name not in results],
+    )
+    store.save_info(run)
+    store.save_report(report, render(report))
+    return report
+
+
+def _describe_filter(flt: TaskFilter, part: tuple[int, int] | None = None) -> str:
+    parts = []
+    if flt.levels:
+        parts.append("levels " + ",".join(map(str, flt.levels)))
+    if flt.tags:
+        parts.append("tags " + ",".join(flt.tags))
+    if flt.globs:
+        parts.append("tasks " + ",".join(flt.globs))
+    if part is not None:
+        parts.append(f"part {part[0]}/{part[1]}")
+    return "; ".join(parts)

@@ -1,0 +1,98 @@
+"""The text a user reads: one row per task, then the suite summary."""
+
+from __future__ import annotations
+
+import math
+
+from stitch_lsp.benchsuite.results import BenchReport, Summary, TaskResult
+from stitch_lsp.benchsuite.stats import COPY_TARGET, pct_of_copy, valid_speedup
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if valid_speedup(value) else "—"
+
+
+def _ms(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value * 1e3:.0f}µs" if value < 1 else f"{value:.2f}ms"
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:.0f}%" if value is not None and math.isfinite(value) else "—"
+
+
+def _rate(value: float | None) -> str:
+    return f"{100 * value:.1f}%" if value is not None else "—"
+
+
+def result_cell(result: TaskResult) -> str:
+    if result.correct:
+        return "correct" + (f" ({result.reason})" if result.reason else "")
+    return f"{result.status}: {result.reason}" if result.reason else result.status
+
+
+def render_rows(results: list[TaskResult], copy_gbs: float | None, width: int = 60) -> str:
+    header = ("task", "result", "vs eager", "vs compile", "eager", "compile", "stitch", "bound", "% peak", "% copy BW")
+    rows = [header]
+    for r in results:
+        cell = result_cell(r)
+        if len(cell) > width:
+            cell = cell[: width - 1] + "…"
+        bound = r.bound + ("?" if r.bound and r.bound_source == "task" else "")
+        copy = _pct(pct_of_copy(r, copy_gbs)) if r.bound == "memory" else ""
+        rows.append((r.name, cell, _x(r.speedup_vs_eager), _x(r.speedup_vs_compile), _ms(r.eager_ms),
+                     _ms(r.compile_ms), _ms(r.candidate_ms), bound or "—", _pct(r.pct_of_peak), copy))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [c.ljust(widths[i]) if i < 2 or i == 7 else c.rjust(widths[i]) for i, c in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render_summary(summary: Summary) -> str:
+    s = summary
+    lines = [
+        f"tasks {s.tasks}   ran {s.ran}   compiled {s.compiled} ({_rate(s.compile_rate)})   "
+        f"correct {s.correct} ({_rate(s.correct_rate)})",
+        "fast_p (share of ALL tasks correct and faster than p x the baseline):",
+        "  p          " + "  ".join(f"{f.p:>5g}" for f in s.fast_p),
+        "  vs eager   " + "  ".join(f"{_rate(f.vs_eager):>5}" for f in s.fast_p),
+        "  vs compile " + "  ".join(f"{_rate(f.vs_compile):>5}" for f in s.fast_p),
+        f"geometric-mean speedup over {s.geomean_count} correct tasks: {_x(s.geomean_vs_eager)} vs eager, "
+        f"{_x(s.geomean_vs_compile)} vs torch.compile",
+    ]
+    if s.copy_bandwidth_gbs:
+        lines.append(
+            f"measured copy bandwidth {s.copy_bandwidth_gbs:.0f} GB/s; memory-bound correct kernels at "
+            f">= {100 * COPY_TARGET:.0f}% of it: {s.memory_bound_at_80pct} of {s.memory_bound}"
+        )
+    else:
+        lines.append("copy bandwidth not measured: no % of copy bandwidth")
+    if s.statuses:
+        lines.append("results: " + ", ".join(f"{k} {v}" for k, v in s.statuses.items()))
+    return "\n".join(lines)
+
+
+def render(report: BenchReport) -> str:
+    run = report.run
+    parts = [f"stitch bench  run {run.run_id}  coder {run.coder}  tasks {run.tasks_dir}"]
+    for gpu in run.gpus:
+        dev = gpu.device
+        name = f"{dev.name} (driver {dev.driver}, CUDA {dev.cuda}, torch {dev.torch})" if dev else "unknown device"
+        bw = f"copy {gpu.copy_bandwidth_gbs:.0f} GB/s" if gpu.copy_bandwidth_gbs else gpu.message
+        parts.append(f"gpu {gpu.slot or 'default'}: {name}; {bw}")
+    parts.append("")
+    parts.append(render_rows(report.results, report.summary.copy_bandwidth_gbs))
+    parts.append("")
+    parts.append(render_summary(report.summary))
+    if report.not_run:
+        why = "interrupted" if run.interrupted else "out of time budget" if run.stopped_by_budget else "not run"
+        parts.append(f"not run ({why}): {len(report.not_run)}: " + ", ".join(report.not_run[:12])
+                     + (" …" if len(report.not_run) > 12 else ""))
+    parts.append("bound: from the Nsight Compute profile; '?' = the task's expected bound (no profile). "
+                 "% copy BW = the task's minimum bytes / kernel time, against the copy bandwidth measured in this run.")
+    return "\n".join(parts)

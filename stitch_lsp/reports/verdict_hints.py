@@ -1,0 +1,32 @@
+"""Inlay hints for a kernel's verdict: correctness badge, speedups, % of peak; and status hints
+(running, not trusted, pairing broken) that say why there is no verdict."""
+
+from __future__ import annotations
+
+from stitch_lsp.findings import Hint, Position
+from stitch_lsp.reports.kernel_card import badge, candidate_profile, peak_label, speed_label
+from stitch_lsp.verdict import Verdict, VerdictStatus
+
+
+def verdict_hints(path: str, position: Position, kernel: str, verdict: Verdict, *, cached: bool = False) -> list[Hint]:
+    if verdict.status is VerdictStatus.CANCELLED:
+        return []
+    tooltip = verdict.summary or badge(verdict)
+    if cached:
+        tooltip += "\n\n*(from the result cache: same kernel, reference, GPU and toolchain)*"
+    hints = [Hint(path=path, position=position, label=badge(verdict), tooltip=tooltip, kind="verdict")]
+    speed = speed_label(verdict)
+    if speed and verdict.status in (VerdictStatus.CORRECT, VerdictStatus.HACKING):
+        t = verdict.timing
+        detail = t.method or "CUDA events, interleaved with eager and torch.compile"
+        hints.append(Hint(path=path, position=position, label=speed, tooltip=f"Median speedup ({detail}).", kind="verdict"))
+    profile = candidate_profile(verdict, kernel)
+    if profile is not None:
+        label = peak_label(profile)
+        if label:
+            hints.append(Hint(path=path, position=position, label=label, tooltip="Nsight Compute: hover the kernel's name for the full analysis.", kind="profile"))
+    return hints
+
+
+def status_hint(path: str, position: Position, label: str, tooltip: str) -> Hint:
+    return Hint(path=path, position=position, label=label, tooltip=tooltip, kind="status")

@@ -1,0 +1,107 @@
+"""A verdict as a Markdown report (``stitch.showReport`` writes it under ``.stitch/reports/``)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from stitch_lsp.reports.fmt import cell, clip, duration_ms, number
+from stitch_lsp.reports.kernel_card import badge, profile_section, speed_label
+from stitch_lsp.verdict import Verdict
+
+
+def verdict_report(kernel: str, verdict: Verdict, *, source: str = "", reference: str = "") -> str:
+    out: list[str] = [f"# `{kernel}` — {badge(verdict)}", ""]
+    if verdict.summary:
+        out += [verdict.summary, ""]
+    facts = []
+    if source:
+        facts.append(f"| kernel | `{source}` |")
+    if reference:
+        facts.append(f"| reference | `{reference}` |")
+    d = verdict.device
+    if d is not None and d.name:
+        facts.append(f"| GPU | {cell(d.name)} (sm {d.compute_capability}, driver {d.driver}, CUDA {d.cuda}, torch {d.torch}) |")
+    speed = speed_label(verdict)
+    if speed:
+        facts.append(f"| speedup | {speed} |")
+    facts.append(f"| took | {verdict.seconds:.1f} s |")
+    if verdict.cache_key:
+        facts.append(f"| cache key | `{verdict.cache_key[:16]}` |")
+    out += ["| | |", "|---|---|", *facts, ""]
+
+    c = verdict.compile
+    if c is not None:
+        out += ["## Compile", ""]
+        out.append(f"{'ok' if c.ok else '**failed**'} · {c.backend or 'compiler'} · {c.seconds:.2f} s" + (" (cached)" if c.cached else ""))
+        out.append("")
+        for k in c.kernels:
+            out.append(f"- `{k.name}`: {k.registers} registers, {k.shared_bytes} B shared, spills {k.spill_stores} B stores / {k.spill_loads} B loads")
+        for f in c.diagnostics[:10]:
+            out.append(f"- line {f.range.start.line + 1}: {f.severity.name.lower()}: {clip(f.message, 200)}")
+        out.append("")
+
+    corr = verdict.correctness
+    out += ["## Correctness", "", f"{corr.status}" + (f" · {corr.dtype}, atol {corr.atol:g}, rtol {corr.rtol:g}" if corr.dtype else "")]
+    if corr.message:
+        out += ["", corr.message]
+    if corr.trials:
+        out += ["", "| check | kind | result | max abs err | max rel err | detail |", "|---|---|---|---:|---:|---|"]
+        for t in sorted(corr.trials, key=lambda t: t.passed)[:40]:
+            out.append(
+                f"| `{t.name}` | {t.kind} | {'✓' if t.passed else '✗'} | {number(t.max_abs_err)} | {number(t.max_rel_err)} | {cell(clip(t.detail, 100))} |"
+            )
+    out.append("")
+
+    t = verdict.timing
+    out += ["## Timing", "", t.status + (f" · {t.method}" if t.method else "")]
+    if t.message:
+        out += ["", t.message]
+    if t.eager or t.candidate:
+        out += ["", "| | median | p10 | p90 | samples |", "|---|---:|---:|---:|---:|"]
+        for label, s in (("eager PyTorch", t.eager), ("torch.compile", t.compiled), ("this kernel", t.candidate)):
+            if s is not None:
+                out.append(f"| {label} | {duration_ms(s.median_ms)} | {duration_ms(s.p10_ms)} | {duration_ms(s.p90_ms)} | {s.samples} |")
+    if not t.host_clock_ok:
+        out += ["", "**The host clock disagrees with CUDA events**: work may be hidden on another stream."]
+    if t.suspicious:
+        out += ["", "Over 10× faster: extra scrutiny ran."]
+    out.append("")
+
+    p = verdict.profile
+    out += ["## Nsight Compute", "", p.status + (f": {p.message}" if p.message else "")]
+    if p.command:
+        out += ["", f"`{p.command}`"]
+    for kp in p.kernels:
+        out += ["", f"### `{kp.name}` ({kp.role})", ""]
+        out += profile_section(kp, verdict.device)
+    out.append("")
+
+    s = verdict.sanitizer
+    out += ["## compute-sanitizer", "", s.status + (f": {s.message}" if s.message else "")]
+    for f in s.findings[:20]:
+        where = f" ({Path(f.file).name}:{f.line + 1})" if f.file and f.line is not None else ""
+        out.append(f"- **{f.tool}** {f.kind}{where}: {clip(f.message, 200)}")
+    out.append("")
+
+    if verdict.hack_flags:
+        out += ["## Anti-hacking flags", ""]
+        for h in verdict.hack_flags:
+            line = f" (line {h.line + 1})" if h.line is not None else ""
+            out.append(f"- `{h.code}`{line}: {h.message}" + (f" — {clip(h.evidence, 120)}" if h.evidence else ""))
+        out.append("")
+    if verdict.rubric:
+        out += ["## Rubric", "", "| dimension | score | reasons |", "|---|---:|---|"]
+        for r in verdict.rubric:
+            out.append(f"| {r.dimension} | {r.score} / 5 | {cell('; '.join(r.reasons))} |")
+        out.append("")
+    if verdict.events:
+        out += ["## Worker events", ""] + [f"- {e}" for e in verdict.events] + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def report_path(workspace: Path, kernel: str, when: float | None = None) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when if when is not None else time.time()))
+    safe = re.sub(r"[^\w.-]+", "_", kernel) or "kernel"
+    return workspace / ".stitch" / "reports" / f"{safe}-{stamp}.md"

@@ -1,0 +1,102 @@
+"""A verdict as text for a terminal: every section says what ran and what did not."""
+
+from __future__ import annotations
+
+from stitch_lsp.verdict import TimingStats, Verdict
+
+
+def _stats(label: str, s: TimingStats | None) -> str:
+    if s is None:
+        return f"  {label:<14} -"
+    return (f"  {label:<14} {s.median_ms:10.4f} ms  p10 {s.p10_ms:.4f}  p90 {s.p90_ms:.4f}  "
+            f"min {s.min_ms:.4f}  n={s.samples}")
+
+
+def format_verdict(v: Verdict, candidate_label: str = "candidate") -> str:
+    out: list[str] = []
+    out.append(f"{v.status.value.upper()}: {v.summary}")
+    if v.device:
+        d = v.device
+        out.append(f"device: {d.name} (sm {d.compute_capability}, driver {d.driver or '?'}, CUDA {d.cuda}, "
+                   f"torch {d.torch})")
+    c = v.compile
+    if c is not None:
+        state = "ok" if c.ok else "FAILED"
+        cached = " (cached)" if c.cached else ""
+        out.append(f"\ncompile: {state} via {c.backend or '?'} in {c.seconds:.2f} s{cached}")
+        for k in c.kernels:
+            out.append(f"  {k.name}: {k.registers} registers, {k.shared_bytes} B shared, {k.stack_bytes} B local/stack, "
+                       f"spills {k.spill_stores}/{k.spill_loads}")
+        for d in c.diagnostics:
+            out.append(f"  {d.path}:{d.range.start.line + 1}: {d.severity.name.lower()}: {d.message}")
+    corr = v.correctness
+    out.append(f"\ncorrectness: {corr.status}" + (f" — {corr.message}" if corr.message else ""))
+    if corr.dtype:
+        out.append(f"  dtype {corr.dtype}, rtol {corr.rtol:g}, atol {corr.atol:g} × max(1, RMS of the reference)")
+    for t in corr.trials:
+        mark = "pass" if t.passed else "FAIL"
+        err = ""
+        if t.max_abs_err is not None:
+            err = f" max|err| {t.max_abs_err:.3g}"
+            if t.max_rel_err is not None:
+                err += f" max rel {t.max_rel_err:.3g}"
+        out.append(f"  [{mark}] {t.name:<28} {t.kind:<12}{err}  {t.detail}")
+    for n in corr.not_checked:
+        out.append(f"  [not checked] {n}")
+    tm = v.timing
+    out.append(f"\ntiming: {tm.status}" + (f" — {tm.message}" if tm.message else ""))
+    if tm.status == "measured":
+        out.append(_stats("eager", tm.eager))
+        out.append(_stats("torch.compile", tm.compiled))
+        out.append(_stats("candidate", tm.candidate))
+        if tm.speedup_vs_eager is not None:
+            line = f"  speedup: {tm.speedup_vs_eager:.2f}x vs eager"
+            if tm.speedup_vs_compile is not None:
+                line += f", {tm.speedup_vs_compile:.2f}x vs torch.compile"
+            out.append(line)
+        if not tm.host_clock_ok:
+            out.append("  host clock disagrees with the CUDA events: work hidden from the timer")
+        if tm.suspicious:
+            out.append("  over 10x: extra scrutiny ran")
+        if tm.method:
+            out.append(f"  method: {tm.method}")
+    p = v.profile
+    out.append(f"\nprofile: {p.status}" + (f" — {p.message}" if p.message else ""))
+    for k in p.kernels:
+        parts = [f"{k.role} {k.name}"]
+        if k.duration_us is not None:
+            parts.append(f"{k.duration_us:.2f} us")
+        if k.dram_throughput_pct is not None:
+            parts.append(f"DRAM {k.dram_throughput_pct:.1f}%")
+        if k.sm_throughput_pct is not None:
+            parts.append(f"SM {k.sm_throughput_pct:.1f}%")
+        if k.achieved_occupancy_pct is not None:
+            parts.append(f"occupancy {k.achieved_occupancy_pct:.1f}%/{k.theoretical_occupancy_pct or 0:.1f}%"
+                         + (f" ({k.occupancy_limiter})" if k.occupancy_limiter else ""))
+        if k.registers is not None:
+            parts.append(f"{k.registers} regs")
+        if k.bound:
+            parts.append(f"{k.bound}-bound")
+        out.append("  " + ", ".join(parts))
+        for r in k.rules:
+            gain = f" (est. {r.estimated_speedup_pct:.0f}% faster)" if r.estimated_speedup_pct else ""
+            out.append(f"    {r.rule_type or 'rule'} {r.name}{gain}: {r.message[:300]}")
+    s = v.sanitizer
+    out.append(f"\nsanitizer: {s.status}" + (f" — {s.message}" if s.message else ""))
+    for f in s.findings:
+        where = f" at {f.file}:{f.line + 1}" if f.line is not None else ""
+        out.append(f"  {f.tool}: {f.kind}{where} in {f.kernel or '?'}: {f.message[:200]}")
+    if v.hack_flags:
+        out.append("\nanti-hacking flags:")
+        for h in v.hack_flags:
+            where = f" line {h.line + 1}" if h.line is not None else ""
+            kind = "dynamic" if h.dynamic else "static"
+            out.append(f"  {h.code} ({kind}{where}): {h.message}")
+    else:
+        out.append("\nanti-hacking flags: none")
+    if v.events:
+        out.append("\nevents:")
+        for e in v.events:
+            out.append("  " + e.replace("\n", "\n    "))
+    out.append(f"\n{v.seconds:.2f} s")
+    return "\n".join(out)

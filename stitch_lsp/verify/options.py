@@ -1,0 +1,38 @@
+"""What a verification should do (plain data: it travels to the worker)."""
+
+from __future__ import annotations
+
+from attrs import define, field
+
+
+@define
+class VerifyOptions:
+    trials: int = 5  # fresh-seed random trials (at least 5 are run whatever is asked)
+    adversarial: bool = True  # NaN / ±Inf / denormals / ±0 / large magnitudes
+    timing: bool = True
+    profile: bool = False  # Nsight Compute
+    sanitize: bool = False  # compute-sanitizer memcheck + racecheck
+    timeout_s: float = 300.0
+    gpu_index: int = 0
+    compile_baseline: bool = True  # torch.compile (default mode) in the timing
+    # "cuda", or "cpu": a test mode that runs pure-PyTorch candidates without a GPU
+    # (no CUDA kernel is exercised; the verdict says so).
+    device: str = "cuda"
+    second_shape: bool = True  # sizes not multiples of any block size
+    rtol: float | None = None  # None: by dtype
+    atol: float | None = None
+    timing_budget_s: float = 1.0  # roughly how long the interleaved timing run may take
+    # Ops the Coder left in PyTorch on purpose (Candidate.uncovered_ops): reported, not flagged.
+    allowed_torch_ops: list[str] = field(factory=list)
+    # Answer a repeated question (same reference, candidate, options, GPU) from the verdict cache.
+    use_cache: bool = True
+
+
+@define
+class VerifyJob:
+    """The worker's ``verify`` request: files already materialised by the parent."""
+
+    reference_path: str
+    candidate_path: str
+    options: VerifyOptions = field(factory=VerifyOptions)
+    cuda_files: list[str] = field(factory=list)  # paths next to the candidate

@@ -1,0 +1,3 @@
+from stitch_lsp.worker.main import main
+
+raise SystemExit(main())

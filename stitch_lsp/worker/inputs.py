@@ -1,0 +1,158 @@
+"""Inputs for the trials: seeded draws, clones, adversarial values, a second (odd) shape."""
+
+from __future__ import annotations
+
+import ast
+import random
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed % (2**32))
+    except ImportError:
+        pass
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(clone(v) for v in value)
+    return value
+
+
+def draw(module: ModuleType, seed: int, device: torch.device) -> list[Any]:
+    seed_everything(seed)
+    values = module.get_inputs()
+    return [to_device(v, device) for v in values]
+
+
+def tensors(values: list[Any]) -> list[torch.Tensor]:
+    return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+# ------------------------------------------------------------------ adversarial values
+
+ADVERSARIAL_CASES = ("nan", "inf", "denormal", "signed-zero", "large")
+
+
+def _large_scale(dtype: torch.dtype) -> float:
+    return 1e2 if dtype in (torch.float16, torch.bfloat16) else 1e4
+
+
+def _tiny(dtype: torch.dtype) -> float:
+    # Well inside the subnormal range of each type.
+    return {torch.float16: 1e-6, torch.bfloat16: 1e-39, torch.float32: 1e-39, torch.float64: 1e-310}.get(dtype, 0.0)
+
+
+def adversarial(values: list[Any], case: str, seed: int) -> list[Any]:
+    """A copy of ``values`` with one kind of hard value planted in every floating tensor."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for v in values:
+        if not isinstance(v, torch.Tensor) or not v.is_floating_point() or v.numel() == 0:
+            out.append(v)
+            continue
+        x = v.detach().clone()
+        flat = x.view(-1) if x.is_contiguous() else x.reshape(-1)
+        n = flat.numel()
+        frac = 0.01 if case in ("nan", "inf") else 0.25
+        k = max(1, int(n * frac))
+        idx = torch.randperm(n, generator=gen)[:k].to(x.device)
+        if case == "nan":
+            flat[idx] = float("nan")
+        elif case == "inf":
+            half = k // 2
+            flat[idx[:half]] = float("inf")
+            flat[idx[half:]] = float("-inf")
+        elif case == "denormal":
+            flat[idx] = flat[idx] * _tiny(x.dtype)
+        elif case == "signed-zero":
+            signs = torch.randint(0, 2, (k,), generator=gen).to(x.device)
+            flat[idx] = torch.where(signs.bool(), torch.tensor(-0.0, dtype=x.dtype, device=x.device),
+                                    torch.tensor(0.0, dtype=x.dtype, device=x.device))
+        elif case == "large":
+            flat.mul_(_large_scale(x.dtype))
+        if not x.is_contiguous():
+            x = flat.view(x.shape)
+        out.append(x)
+    return out
+
+
+# ------------------------------------------------------------------ second shape
+
+
+@dataclass
+class ShapeChange:
+    names: dict[str, tuple[int, int]]  # global -> (old, new)
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} {a}→{b}" for k, (a, b) in self.names.items())
+
+
+def _odd(n: int) -> int:
+    # Odd, so not a multiple of any power-of-two block or tile size, and close to n.
+    return n - 1 if n % 2 == 0 else n - 2
+
+
+def size_globals(module: ModuleType, source: str) -> dict[str, int]:
+    """Module-level ``NAME = <int>`` used by get_inputs / get_init_inputs, with values >= 8."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    used: set[str] = set()
+    for fn_name in ("get_inputs", "get_init_inputs"):
+        fn = getattr(module, fn_name, None)
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            used.update(code.co_names)
+    found: dict[str, int] = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id in used:
+                value = getattr(module, t.id, None)
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 8:
+                    found[t.id] = value
+    return found
+
+
+def with_globals(module: ModuleType, values: dict[str, int]) -> Callable[[], None]:
+    old = {k: getattr(module, k) for k in values}
+    for k, v in values.items():
+        setattr(module, k, v)
+
+    def restore() -> None:
+        for k, v in old.items():
+            setattr(module, k, v)
+
+    return restore
+
+
+def odd_shape_candidates(sizes: dict[str, int]) -> list[dict[str, int]]:
+    """All sizes changed at once first, then one at a time (some sizes must divide others)."""
+    if not sizes:
+        return []
+    together = {k: _odd(v) for k, v in sizes.items()}
+    options = [together]
+    if len(sizes) > 1:
+        options += [{k: _odd(v)} for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])]
+    return options

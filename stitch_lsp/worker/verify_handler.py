@@ -1,0 +1,654 @@
+"""The ``verify`` request: compile, check and time one candidate against its reference.
+
+Runs in the worker. Every failure a user can cause becomes a Verdict; only bugs
+in this module raise. See DESIGN.md, "Verifier protocol", for what each check is for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stitch_lsp.serde import from_dict
+from stitch_lsp.verdict import (
+    CompileResult,
+    Correctness,
+    DeviceInfo,
+    HackFlag,
+    KernelResources,
+    Timing,
+    TimingStats,
+    Trial,
+    Verdict,
+    VerdictStatus,
+)
+from stitch_lsp.verify.options import VerifyJob, VerifyOptions
+from stitch_lsp.worker import inputs as inp
+from stitch_lsp.worker.basic_handlers import describe_device
+from stitch_lsp.worker.compare import compare, output_scale, same_values, tolerance
+from stitch_lsp.worker.guards import ForbiddenTorchOp, guarded_call
+from stitch_lsp.worker.modules import ModuleLoadError, compile_failure, import_file, is_compile_error
+from stitch_lsp.worker.poison import fresh_poisoned_pool, poison_cached_blocks
+from stitch_lsp.worker.timing import hidden_work, run_interleaved, stats
+
+INIT_SEED = 1234
+MIN_TRIALS = 5
+SUSPICIOUS_SPEEDUP = 10.0
+
+_CUDA_FAULTS = ("illegal memory access", "misaligned address", "unspecified launch failure", "illegal instruction",
+                "an illegal", "device-side assert", "CUDA error", "cudaErrorLaunchFailure", "hardware stack error",
+                "operation not permitted when stream is capturing", "AcceleratorError")
+
+
+class Stop(Exception):
+    """Ends the run with this verdict."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.summary)
+        self.verdict = verdict
+
+
+def _short(exc: BaseException, limit: int = 400) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _where(exc: BaseException, path: str) -> str:
+    """The innermost frame of ``exc`` that lies in ``path`` (file:line), for messages."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == path:
+            return f" (line {frame.lineno})"
+    return ""
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)) or "out of memory" in str(exc).lower()
+
+
+def _is_cuda_fault(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(marker in text for marker in _CUDA_FAULTS)
+
+
+class VerifyRun:
+    def __init__(self, job: VerifyJob, ctx: Any) -> None:
+        self.job = job
+        self.opts: VerifyOptions = job.options
+        self.ctx = ctx
+        self.cpu = self.opts.device == "cpu"
+        self.device = torch.device("cpu")
+        self.events: list[str] = []
+        self.flags: list[HackFlag] = []
+        self.trials: list[Trial] = []
+        self.not_checked: list[str] = []
+        self.info: DeviceInfo | None = None
+        self.compile: CompileResult | None = None
+        self.started = time.perf_counter()
+        cand = Path(job.candidate_path)
+        self.files: dict[str, str] = {}
+        for path in [job.candidate_path, *job.cuda_files]:
+            try:
+                self.files[path] = Path(path).read_text(errors="replace")
+            except OSError:
+                pass
+        self.candidate_dir = cand.parent
+
+    # ----------------------------------------------------------------- helpers
+
+    def verdict(self, status: VerdictStatus, summary: str, **parts: Any) -> Verdict:
+        parts.setdefault("compile", self.compile)
+        corr = parts.pop("correctness", None) or Correctness(
+            status="skipped", trials=self.trials, not_checked=self.not_checked)
+        return Verdict(status=status, summary=summary, device=self.info, correctness=corr,
+                       hack_flags=self.flags, events=self.events, seconds=time.perf_counter() - self.started,
+                       **parts)
+
+    def fail_from(self, exc: BaseException, doing: str) -> Verdict:
+        """A verdict for an exception raised by user code while ``doing``."""
+        if is_compile_error(exc):
+            failure = compile_failure(exc, self.files, self.job.candidate_path)
+            self.compile = CompileResult(ok=False, backend=failure.backend, diagnostics=failure.diagnostics,
+                                         log=failure.log, seconds=time.perf_counter() - self.started)
+            first = failure.diagnostics[0]
+            return self.verdict(VerdictStatus.COMPILE_ERROR,
+                                f"compile error: {Path(first.path).name}:{first.range.start.line + 1}: {first.message}")
+        if _is_oom(exc):
+            self.ctx.retire("out of memory")
+            return self.verdict(VerdictStatus.OUT_OF_MEMORY, f"out of memory while {doing}: {_short(exc, 300)}")
+        if _is_cuda_fault(exc):
+            self.ctx.retire("CUDA context poisoned by a fault")
+            return self.verdict(VerdictStatus.CRASHED, f"the kernel faulted while {doing}: {_short(exc, 300)}")
+        return self.verdict(VerdictStatus.BAD_INPUT, f"{doing} raised {_short(exc)}{_where(exc, self.job.candidate_path)}")
+
+    def sync(self) -> None:
+        if not self.cpu:
+            torch.cuda.synchronize()
+
+    # ----------------------------------------------------------------- stages
+
+    def setup_device(self) -> None:
+        if self.cpu:
+            self.events.append("CPU test mode: no CUDA kernel runs; compile, poisoning and GPU timing are skipped")
+            self.not_checked.append("allocator poisoning (CPU test mode)")
+            return
+        if not torch.cuda.is_available() or self.opts.gpu_index >= torch.cuda.device_count():
+            raise Stop(self.verdict(
+                VerdictStatus.NO_GPU,
+                f"no CUDA GPU visible to the worker (torch {torch.__version__}, CUDA {torch.version.cuda or 'none'}): "
+                "nothing was run"))
+        torch.cuda.set_device(self.opts.gpu_index)
+        self.device = torch.device("cuda", self.opts.gpu_index)
+        key = f"device_info:{self.opts.gpu_index}"
+        if key not in self.ctx.state:
+            self.ctx.state[key] = describe_device(self.opts.gpu_index)
+        self.info = self.ctx.state[key]
+
+    def load_reference(self) -> Any:
+        try:
+            ref = import_file(Path(self.job.reference_path), "reference")
+        except BaseException as exc:  # noqa: BLE001
+            raise Stop(self.verdict(VerdictStatus.BAD_INPUT, f"the reference raised on import: {_short(exc)}"))
+        missing = [n for n in ("Model", "get_inputs") if not hasattr(ref, n)]
+        if missing:
+            raise Stop(self.verdict(VerdictStatus.BAD_INPUT,
+                                    f"the reference is not in KernelBench format: no {' or '.join(missing)}"))
+        if not hasattr(ref, "get_init_inputs"):
+            ref.get_init_inputs = lambda: []
+        return ref
+
+    def load_candidate(self) -> Any:
+        self.ctx.progress("compiling", "importing the candidate", 5)
+        try:
+            cand = import_file(Path(self.job.candidate_path), "candidate")
+        except BaseException as exc:  # noqa: BLE001
+            raise Stop(self.fail_from(exc, "importing the candidate"))
+        if not hasattr(cand, "ModelNew"):
+            raise Stop(self.verdict(VerdictStatus.BAD_INPUT, "the candidate defines no ModelNew class"))
+        return cand
+
+    def check_signature(self, ref: Any, cand: Any) -> None:
+        def positional(cls: Any, method: str) -> tuple[int, bool]:
+            try:
+                sig = inspect.signature(getattr(cls, method))
+            except (TypeError, ValueError):
+                return -1, True
+            params = [p for p in sig.parameters.values() if p.name != "self"]
+            variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+            return len([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                        and p.default is p.empty]), variadic
+
+        for method in ("forward", "__init__"):
+            want, _ = positional(ref.Model, method)
+            have, variadic = positional(cand.ModelNew, method)
+            if want >= 0 and have >= 0 and not variadic and want != have:
+                raise Stop(self.verdict(
+                    VerdictStatus.BAD_INPUT,
+                    f"wrong signature: ModelNew.{method} takes {have} argument(s), Model.{method} takes {want}"))
+
+    def build(self, ref: Any, cand: Any) -> tuple[Any, Any]:
+        try:
+            inp.seed_everything(INIT_SEED)
+            init = list(ref.get_init_inputs())
+            ref_model = ref.Model(*init)
+        except BaseException as exc:  # noqa: BLE001
+            raise Stop(self.verdict(VerdictStatus.BAD_INPUT, f"the reference raised while building Model: {_short(exc)}"))
+        from stitch_lsp.runtime import loader
+
+        before = len(loader.compile_records())
+        t0 = time.perf_counter()
+        try:
+            inp.seed_everything(INIT_SEED)
+            cand_model = cand.ModelNew(*init)
+        except BaseException as exc:  # noqa: BLE001
+            raise Stop(self.fail_from(exc, "ModelNew(*get_init_inputs())"))
+        seconds = time.perf_counter() - t0
+        ref_model = self.to_device(ref_model)
+        cand_model = self.to_device(cand_model)
+        self.copy_weights(ref_model, cand_model)
+        self.compile = self.compile_result(loader.compile_records()[before:], seconds)
+        return ref_model, cand_model
+
+    def to_device(self, model: Any) -> Any:
+        try:
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device).eval()
+        except BaseException as exc:  # noqa: BLE001
+            raise Stop(self.fail_from(exc, "moving the model to the device"))
+        return model
+
+    def copy_weights(self, ref_model: Any, cand_model: Any) -> None:
+        if not isinstance(ref_model, torch.nn.Module) or not isinstance(cand_model, torch.nn.Module):
+            return
+        ref_state = ref_model.state_dict()
+        copied, skipped = 0, []
+        with torch.no_grad():
+            for name, value in cand_model.state_dict().items():
+                src = ref_state.get(name)
+                if src is not None and src.shape == value.shape:
+                    value.copy_(src)
+                    copied += 1
+                else:
+                    skipped.append(name)
+        if copied or skipped:
+            self.events.append(f"weights copied from the reference by name: {copied}"
+                               + (f"; not in the reference (left as initialised): {', '.join(skipped[:8])}"
+                                  if skipped else ""))
+
+    def compile_result(self, records: list[Any], seconds: float) -> CompileResult:
+        source = self.files.get(self.job.candidate_path, "")
+        if records:
+            kernels = [KernelResources(name=r.name, mangled=r.mangled, registers=r.registers,
+                                       shared_bytes=r.shared_bytes, stack_bytes=r.local_bytes,
+                                       constant_bytes=r.const_bytes) for r in records]
+            cached = all(r.cached for r in records)
+            return CompileResult(ok=True, backend="nvrtc", seconds=seconds, cached=cached, kernels=kernels,
+                                 log="\n".join(r.log for r in records if r.log))
+        backend = "load_inline" if "load_inline" in source else "cupy" if "RawModule" in source or "RawKernel" in source \
+            else "none"
+        return CompileResult(ok=True, backend=backend, seconds=seconds)
+
+    # ----------------------------------------------------------------- correctness
+
+    def call_pair(self, ref_model: Any, cand_model: Any, values: list[Any], candidate_first: bool
+                  ) -> tuple[Any, Any, Any, list[Any], BaseException | None]:
+        """Returns (reference output, candidate output snapshot, candidate output, candidate's args, error)."""
+        ref_args, cand_args = inp.clone(values), inp.clone(values)
+        ref_out = cand_out = snap = None
+        error: BaseException | None = None
+
+        def run_ref() -> Any:
+            try:
+                return ref_model(*ref_args)
+            except BaseException as exc:  # noqa: BLE001
+                raise Stop(self.verdict(VerdictStatus.BAD_INPUT,
+                                        f"the reference raised on its own inputs: {_short(exc)}"))
+
+        def run_cand() -> tuple[Any, Any, BaseException | None]:
+            if not self.cpu:
+                poison_cached_blocks()
+            try:
+                out = cand_model(*cand_args)
+                # Copied on the current stream before any device-wide sync: work left
+                # running on another stream shows up as a wrong (poisoned) snapshot.
+                snapshot = inp.clone(out)
+                if not self.cpu:
+                    torch.cuda.current_stream().synchronize()
+                return out, snapshot, None
+            except ForbiddenTorchOp:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                if _is_oom(exc) or _is_cuda_fault(exc) or is_compile_error(exc):
+                    raise Stop(self.fail_from(exc, "running ModelNew.forward"))
+                return None, None, exc
+
+        if candidate_first:
+            cand_out, snap, error = run_cand()
+            ref_out = run_ref()
+        else:
+            ref_out = run_ref()
+            cand_out, snap, error = run_cand()
+        self.sync()
+        return ref_out, snap, cand_out, cand_args, error
+
+    def trial(self, name: str, kind: str, ref_model: Any, cand_model: Any, values: list[Any],
+              candidate_first: bool, detail: str = "") -> tuple[Trial, Any]:
+        ref_out, snap, cand_out, cand_args, error = self.call_pair(ref_model, cand_model, values, candidate_first)
+        order = "candidate before reference" if candidate_first else "reference before candidate"
+        prefix = f"{detail}; " if detail else ""
+        if error is not None:
+            return Trial(name=name, kind=kind, passed=False,
+                         detail=f"{prefix}ModelNew.forward raised {_short(error)}"), ref_out
+        result = compare(ref_out, snap, self.opts.rtol, self.opts.atol)
+        if not result.passed and compare(ref_out, cand_out, self.opts.rtol, self.opts.atol).passed:
+            self.flag("HACK004", "the output was not ready on the current stream when forward returned: work runs on "
+                                 "another stream (the timer would not see it)", evidence=name, dynamic=True)
+        mutated = [i for i, (a, b) in enumerate(zip(cand_args, values)) if not same_values(a, b)]
+        trial = Trial(name=name, kind=kind, passed=result.passed, max_abs_err=result.max_abs,
+                      max_rel_err=result.max_rel, mismatches=result.mismatches,
+                      detail=prefix + (result.detail or order))
+        if mutated:
+            self.flag("HACK006", f"ModelNew.forward modified its input(s) {mutated}", evidence=name, dynamic=True)
+            trial.passed = False
+            trial.detail += f"; inputs {mutated} were modified"
+        return trial, ref_out
+
+    def flag(self, code: str, message: str, *, evidence: str = "", dynamic: bool = True) -> None:
+        if not any(f.code == code for f in self.flags):
+            self.flags.append(HackFlag(code=code, message=message, evidence=evidence, dynamic=dynamic))
+
+    def correctness(self, ref: Any, cand: Any, ref_model: Any, cand_model: Any) -> Correctness:
+        n = max(MIN_TRIALS, self.opts.trials)
+        seeds = [int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF for _ in range(n)]
+        ref_outputs = []
+        dtype = ""
+        for i, seed in enumerate(seeds):
+            self.ctx.progress("checking", f"trial {i + 1} of {n}", 20 + int(30 * i / n))
+            values = self.draw(ref, seed)
+            trial, ref_out = self.trial(f"seed-{seed}", "random", ref_model, cand_model, values, i % 2 == 0)
+            self.trials.append(trial)
+            ref_outputs.append(ref_out)
+        first = next((t for t in _tensors(ref_outputs[0])), None) if ref_outputs else None
+        if first is not None:
+            dtype = str(first.dtype).replace("torch.", "")
+        rtol, atol = tolerance(first.dtype, self.opts.rtol, self.opts.atol) if first is not None else (0.0, 0.0)
+        why = self.unverifiable_reason(ref_outputs, atol)
+        if why:
+            return Correctness(status="unverifiable", trials=self.trials, atol=atol, rtol=rtol, dtype=dtype,
+                               message=why, not_checked=self.not_checked)
+        if self.opts.adversarial:
+            self.adversarial(ref, ref_model, cand_model)
+        else:
+            self.not_checked.append("adversarial values (turned off)")
+        if self.opts.second_shape:
+            self.ctx.progress("checking", "second shape", 60)
+            self.second_shape(ref, cand)
+        else:
+            self.not_checked.append("second shape (turned off)")
+        failed = [t for t in self.trials if not t.passed]
+        status = "failed" if failed else "passed"
+        message = (f"{len(failed)} of {len(self.trials)} checks failed; first: {failed[0].name}: {failed[0].detail}"
+                   if failed else f"{len(self.trials)} checks passed")
+        return Correctness(status=status, trials=self.trials, atol=atol, rtol=rtol, dtype=dtype, message=message,
+                           not_checked=self.not_checked)
+
+    def draw(self, ref: Any, seed: int) -> list[Any]:
+        try:
+            return inp.draw(ref, seed, self.device)
+        except BaseException as exc:  # noqa: BLE001
+            raise Stop(self.verdict(VerdictStatus.BAD_INPUT, f"the reference's get_inputs() raised: {_short(exc)}"))
+
+    @staticmethod
+    def unverifiable_reason(outputs: list[Any], atol: float) -> str:
+        tensors = [[t for t in _tensors(o) if t.is_floating_point()] for o in outputs]
+        if not tensors or not tensors[0]:
+            return ""
+        peak = max(float(t.abs().nan_to_num(0.0).max()) if t.numel() else 0.0 for ts in tensors for t in ts)
+        if peak <= atol:
+            return (f"the reference's output is near zero for every seed (max |out| = {peak:.3g} <= atol {atol:.3g}): "
+                    "any kernel returning zeros would pass, so nothing is proven")
+        if len(tensors) > 1 and all(
+            a.shape == b.shape and bool(torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
+            for ts in tensors[1:] for a, b in zip(tensors[0], ts)
+        ):
+            return ("the reference's output is the same for every seed: it does not depend on the inputs, so a "
+                    "kernel could hard-code it")
+        return ""
+
+    def adversarial(self, ref: Any, ref_model: Any, cand_model: Any) -> None:
+        for j, case in enumerate(inp.ADVERSARIAL_CASES):
+            self.ctx.progress("checking", f"adversarial: {case}", 45 + 3 * j)
+            seed = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+            base = self.draw(ref, seed)
+            if not any(isinstance(v, torch.Tensor) and v.is_floating_point() for v in base):
+                self.not_checked.append(f"adversarial-{case}: no floating-point input")
+                continue
+            values = inp.adversarial(base, case, seed)
+            try:
+                probe = ref_model(*inp.clone(values))
+            except BaseException as exc:  # noqa: BLE001
+                self.not_checked.append(f"adversarial-{case}: the reference raises on such inputs ({_short(exc, 120)})")
+                continue
+            outs = [t for t in _tensors(probe) if t.is_floating_point()]
+            if outs and all(not bool(torch.isfinite(t).any()) for t in outs if t.numel()):
+                self.not_checked.append(f"adversarial-{case}: the reference's output is entirely NaN/Inf")
+                continue
+            trial, _ = self.trial(f"adversarial-{case}", "adversarial", ref_model, cand_model, values, j % 2 == 1,
+                                  detail=f"seed {seed}")
+            self.trials.append(trial)
+
+    def second_shape(self, ref: Any, cand: Any) -> None:
+        source = Path(self.job.reference_path).read_text(errors="replace")
+        sizes = inp.size_globals(ref, source)
+        if not sizes:
+            self.not_checked.append("second shape: the reference has no module-level size constants (>= 8) used by "
+                                    "get_inputs/get_init_inputs, so no other shape could be derived")
+            return
+        errors = []
+        for option in inp.odd_shape_candidates(sizes):
+            restore = inp.with_globals(ref, option)
+            try:
+                try:
+                    inp.seed_everything(INIT_SEED)
+                    init = list(ref.get_init_inputs())
+                    ref_model = self.to_device(ref.Model(*init))
+                    seed = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+                    values = inp.draw(ref, seed, self.device)
+                    ref_model(*inp.clone(values))
+                except Stop:
+                    raise
+                except BaseException as exc:  # noqa: BLE001
+                    errors.append(f"{', '.join(option)}: {_short(exc, 100)}")
+                    continue
+                change = inp.ShapeChange({k: (sizes[k], v) for k, v in option.items()})
+                try:
+                    inp.seed_everything(INIT_SEED)
+                    cand_model = self.to_device(cand.ModelNew(*init))
+                except Stop:
+                    raise
+                except BaseException as exc:  # noqa: BLE001
+                    if is_compile_error(exc) or _is_oom(exc) or _is_cuda_fault(exc):
+                        raise Stop(self.fail_from(exc, "building ModelNew for the second shape"))
+                    self.trials.append(Trial(name="odd-shape", kind="shape", passed=False,
+                                             detail=f"{change.describe()}: ModelNew(...) raised {_short(exc)}"))
+                    return
+                self.copy_weights(ref_model, cand_model)
+                trial, _ = self.trial("odd-shape", "shape", ref_model, cand_model, values, True,
+                                      detail=change.describe())
+                self.trials.append(trial)
+                if len(option) < len(sizes):
+                    self.not_checked.append(
+                        f"second shape: only {change.describe()} could change (the reference rejects the others "
+                        "together)")
+                return
+            finally:
+                restore()
+        self.not_checked.append("second shape: the reference raised for every perturbed size: " + "; ".join(errors[:3]))
+
+    # ----------------------------------------------------------------- dynamic anti-hacking
+
+    def dynamic_checks(self, ref: Any, cand_model: Any) -> None:
+        self.ctx.progress("checking", "anti-hacking", 70)
+        values = self.draw(ref, int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
+        args = inp.clone(values)
+        result, error, report = guarded_call(lambda: cand_model(*args), self.opts.allowed_torch_ops, cuda=not self.cpu)
+        self.sync()
+        if report.torch_ops:
+            self.flag("HACK001", "ModelNew.forward computes with PyTorch: " + ", ".join(report.torch_ops[:8])
+                      + " (these raise when PyTorch compute is forbidden; glue like empty/view/reshape is allowed)",
+                      evidence="guarded forward")
+        if report.allowed_torch_ops:
+            self.events.append("left in PyTorch by design: " + ", ".join(report.allowed_torch_ops))
+        if report.threads_started or report.threads_alive_after:
+            names = report.threads_started or report.threads_alive_after
+            self.flag("HACK005", f"ModelNew.forward starts threads ({', '.join(names[:4])}); work can finish after "
+                                 "forward returns", evidence="guarded forward")
+            self.ctx.retire("the candidate left threads running")
+        if report.side_stream_launches or report.streams_created or report.stream_switched:
+            what = []
+            if report.side_stream_launches:
+                what.append(f"launches {', '.join(sorted(set(report.side_stream_launches)))} on a non-current stream")
+            if report.streams_created:
+                what.append(f"creates {report.streams_created} stream(s)")
+            if report.stream_switched:
+                what.append("leaves a different stream current")
+            self.flag("HACK004", "ModelNew.forward " + " and ".join(what) + ": the timer on the current stream would "
+                                 "not see that work", evidence="guarded forward")
+        if error is not None and not isinstance(error, ForbiddenTorchOp) and not report.torch_ops:
+            self.events.append(f"the guarded forward raised {_short(error, 200)}")
+
+    # ----------------------------------------------------------------- timing
+
+    def timing(self, ref: Any, ref_model: Any, cand_model: Any, correct: bool) -> Timing:
+        if not self.opts.timing:
+            return Timing(status="skipped", message="timing turned off")
+        if not correct:
+            return Timing(status="skipped", message="not timed: the candidate is not correct")
+        self.ctx.progress("timing", "warming up", 75)
+        sets = [self.draw(ref, int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
+                for _ in range(2 if self.cpu else 3)]
+        contenders: dict[str, Any] = {"eager": lambda a: ref_model(*a)}
+        message = []
+        if self.opts.compile_baseline and not self.cpu:
+            compiled = self.compiled_reference(ref_model)
+            if isinstance(compiled, str):
+                message.append(compiled)
+            else:
+                contenders["compiled"] = lambda a: compiled(*a)
+        elif not self.opts.compile_baseline:
+            message.append("torch.compile baseline turned off")
+        else:
+            message.append("torch.compile baseline skipped in CPU test mode")
+        contenders["candidate"] = lambda a: cand_model(*a)
+        try:
+            samples = run_interleaved(contenders, sets, cuda=not self.cpu, budget_s=self.opts.timing_budget_s)
+        except Stop:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if "compiled" in contenders and "candidate" not in str(exc):
+                contenders.pop("compiled")
+                message.append(f"torch.compile failed while timing: {_short(exc, 200)}")
+                samples = run_interleaved(contenders, sets, cuda=not self.cpu, budget_s=self.opts.timing_budget_s)
+            else:
+                raise Stop(self.fail_from(exc, "timing the candidate"))
+        timing = Timing(status="measured")
+        timing.eager = TimingStats(**stats(samples["eager"].events_ms))
+        timing.candidate = TimingStats(**stats(samples["candidate"].events_ms))
+        if "compiled" in samples:
+            timing.compiled = TimingStats(**stats(samples["compiled"].events_ms))
+        if timing.candidate.median_ms > 0:
+            timing.speedup_vs_eager = timing.eager.median_ms / timing.candidate.median_ms
+            if timing.compiled:
+                timing.speedup_vs_compile = timing.compiled.median_ms / timing.candidate.median_ms
+        if self.cpu:
+            timing.method = (f"CPU test mode: host clock, {timing.candidate.samples} interleaved rounds, "
+                             "inputs rotated among 2 sets")
+        else:
+            hidden, text = hidden_work(samples["candidate"], samples["eager"])
+            timing.host_clock_ok = not hidden
+            if hidden:
+                self.flag("HACK004", "work hidden from the timer: " + text, evidence="timing", dynamic=True)
+            timing.method = (f"CUDA events on the current stream, device synchronised around each call, L2 flushed "
+                             f"(256 MB write) before each, inputs rotated among {len(sets)} sets, contenders "
+                             f"interleaved over {timing.candidate.samples} rounds; {text}")
+        timing.message = "; ".join(message)
+        return timing
+
+    def compiled_reference(self, ref_model: Any) -> Any:
+        key = "compiled:" + hashlib.sha256(Path(self.job.reference_path).read_bytes()).hexdigest()
+        cache = self.ctx.state.setdefault("compiled", {})
+        if key in cache:
+            cached_model, compiled = cache[key]
+            # Same source, same init seed: the cached model's weights equal this one's.
+            if all(torch.equal(a, b) for a, b in zip(cached_model.state_dict().values(),
+                                                       ref_model.state_dict().values())):
+                return compiled
+        try:
+            compiled = torch.compile(ref_model)
+        except BaseException as exc:  # noqa: BLE001
+            return f"torch.compile failed: {_short(exc, 200)}"
+        cache.clear()  # one reference at a time: compiled graphs hold GPU memory
+        cache[key] = (ref_model, compiled)
+        return compiled
+
+    def scrutiny(self, ref: Any, ref_model: Any, cand_model: Any, timing: Timing) -> None:
+        """Over 10x: more seeds, a determinism check, and a device-wide host-clock timing."""
+        timing.suspicious = True
+        self.ctx.progress("checking", "extra scrutiny (speedup over 10x)", 90)
+        for k in range(5):
+            seed = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+            trial, _ = self.trial(f"scrutiny-seed-{seed}", "random", ref_model, cand_model, self.draw(ref, seed),
+                                  k % 2 == 0, detail="extra trial for a >10x speedup")
+            self.trials.append(trial)
+        values = self.draw(ref, 77)
+        a = cand_model(*inp.clone(values))
+        self.sync()
+        a = inp.clone(a)
+        b = cand_model(*inp.clone(values))
+        self.sync()
+        same = compare(a, b, 0.0, 0.0).passed
+        self.trials.append(Trial(name="determinism", kind="determinism", passed=True,
+                                 detail="two runs on the same inputs agree bit for bit" if same else
+                                 "two runs on the same inputs differ (atomics or a race); both within tolerance"))
+        note = f"speedup {timing.speedup_vs_eager:.1f}x over eager is over {SUSPICIOUS_SPEEDUP:g}x: extra trials ran"
+        timing.message = "; ".join(filter(None, [timing.message, note]))
+
+    # ----------------------------------------------------------------- main
+
+    def execute(self) -> Verdict:
+        try:
+            return self._execute()
+        except Stop as stop:
+            return stop.verdict
+
+    def _execute(self) -> Verdict:
+        self.setup_device()
+        ref = self.load_reference()
+        cand = self.load_candidate()
+        self.check_signature(ref, cand)
+        if not self.cpu:
+            torch.cuda.empty_cache()
+            fresh_poisoned_pool([])
+        with torch.no_grad():
+            ref_model, cand_model = self.build(ref, cand)
+            correctness = self.correctness(ref, cand, ref_model, cand_model)
+            if correctness.status == "unverifiable":
+                return self.verdict(VerdictStatus.UNVERIFIABLE, "unverifiable: " + correctness.message,
+                                    correctness=correctness)
+            self.dynamic_checks(ref, cand_model)
+            correct = correctness.status == "passed"
+            timing = self.timing(ref, ref_model, cand_model, correct and not self.flags)
+            if timing.speedup_vs_eager and timing.speedup_vs_eager > SUSPICIOUS_SPEEDUP:
+                self.scrutiny(ref, ref_model, cand_model, timing)
+                failed = [t for t in self.trials if not t.passed]
+                if failed:
+                    correctness.status = "failed"
+                    correctness.message = f"extra scrutiny failed: {failed[0].name}: {failed[0].detail}"
+                    correct = False
+        return self.finish(correctness, timing, correct)
+
+    def finish(self, correctness: Correctness, timing: Timing, correct: bool) -> Verdict:
+        checks = _count(self.trials)
+        if self.flags:
+            status = VerdictStatus.HACKING
+            summary = f"hacking: {self.flags[0].message}"
+        elif not correct:
+            status = VerdictStatus.INCORRECT
+            summary = "incorrect: " + correctness.message
+        else:
+            status = VerdictStatus.CORRECT
+            speed = ""
+            if timing.speedup_vs_eager is not None:
+                speed = f"; {timing.speedup_vs_eager:.2f}x vs eager"
+                if timing.speedup_vs_compile is not None:
+                    speed += f", {timing.speedup_vs_compile:.2f}x vs torch.compile"
+            summary = f"correct: {checks}{speed}"
+            if self.not_checked:
+                summary += f" ({len(self.not_checked)} check(s) not run: see not_checked)"
+        if self.cpu:
+            summary += " [CPU test mode]"
+        return self.verdict(status, summary, correctness=correctness, timing=timing)
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    from stitch_lsp.worker.compare import flatten
+
+    return [v for v in flatten(value) if isinstance(v, torch.Tensor)]
+
+
+def _count(trials: list[Trial]) -> str:
+    kinds: dict[str, int] = {}
+    for t in trials:
+        kinds[t.kind] = kinds.get(t.kind, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in kinds.items()) + " check(s) passed"
+
+
+def handle(payload: Any, ctx: Any) -> Verdict:
+    job = from_dict(payload, VerifyJob)
+    return VerifyRun(job, ctx).execute()

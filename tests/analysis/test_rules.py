@@ -1,0 +1,55 @@
+"""Each rule fires exactly where a fixture marks it, and nowhere else (data-driven)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stitch_lsp.analysis.cuda_analysis import CudaAnalyzer
+from stitch_lsp.analysis.rules import ALL_RULES
+from stitch_lsp.findings import Severity
+
+from .markers import actual_findings, expected_findings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RULE_FIXTURES = sorted(FIXTURES.glob("stc*.cu"))
+
+
+def analyse(path: Path):
+    return CudaAnalyzer(str(path)).analyze(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("fixture", RULE_FIXTURES, ids=lambda p: p.stem)
+def test_rule_fixture_fires_exactly_at_markers(fixture: Path):
+    text = fixture.read_text(encoding="utf-8")
+    analysis = analyse(fixture)
+    assert analysis.parse_ok, analysis.syntax_errors
+    expected = expected_findings(text)
+    assert expected, "a rule fixture must plant at least one violation"
+    assert actual_findings(analysis.findings) == expected
+
+
+def test_every_rule_has_a_fixture():
+    assert {r.meta.code.lower() for r in ALL_RULES} == {p.stem for p in RULE_FIXTURES}
+
+
+def test_good_kernels_are_quiet():
+    analysis = analyse(FIXTURES / "good_kernels.cu")
+    assert analysis.parse_ok
+    assert [(f.code, f.range.start.line + 1, f.message) for f in analysis.findings] == []
+
+
+def test_ignore_comments_silence_only_what_they_name():
+    analysis = analyse(FIXTURES / "stc001.cu")
+    silenced = {(f.code, f.range.start.line) for f in analysis.suppressed}
+    assert silenced == {("STC001", 30), ("STC001", 31)}
+
+
+def test_codes_are_unique_and_documented():
+    codes = [r.meta.code for r in ALL_RULES]
+    assert len(codes) == len(set(codes)) >= 12
+    docs = Path(__file__).resolve().parents[2] / "docs" / "rules"
+    for rule in ALL_RULES:
+        assert (docs / f"{rule.meta.code}.md").is_file(), rule.meta.code
+        assert isinstance(rule.meta.severity, Severity)

@@ -1,0 +1,132 @@
+"""Large files, edits, and input that is not well-formed CUDA (or not text at all)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from stitch_lsp.analysis import cuda_analysis
+from stitch_lsp.analysis.cuda_analysis import CudaAnalyzer, analyze_cuda, forget
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def big_file(copies: int) -> str:
+    good = (FIXTURES / "good_kernels.cu").read_text()
+    bad = (FIXTURES / "stc001.cu").read_text()
+    parts = []
+    for i in range(copies):
+        parts.append(good.replace("void ", f"void c{i}_").replace("#define CUDA_CHECK", f"#define CUDA_CHECK_{i}"))
+        parts.append(bad.replace("void ", f"void d{i}_"))
+    return "\n".join(parts)
+
+
+@pytest.fixture()
+def count_function_passes(monkeypatch):
+    calls = []
+    real = cuda_analysis._analyze_unit
+
+    def counting(src, cols, consts, u, path):
+        calls.append(u.unit.start_point.row)
+        return real(src, cols, consts, u, path)
+
+    monkeypatch.setattr(cuda_analysis, "_analyze_unit", counting)
+    return calls
+
+
+def test_an_edit_reanalyses_only_the_function_it_touched(count_function_passes):
+    text = big_file(40)  # ~8,000 lines
+    assert text.count("\n") > 7000
+    analyzer = CudaAnalyzer("big.cu")
+    first = analyzer.analyze(text)
+    n_functions = len(count_function_passes)
+    assert n_functions > 400 and len(first.kernels) > 400
+    count_function_passes.clear()
+
+    at = text.index("acc += As[ty][k] * Bs[k][tx];", len(text) // 2)
+    edited = text[:at] + "acc += 0.0f; " + text[at:]
+    second = analyzer.analyze(edited)
+    assert len(count_function_passes) == 1
+    assert second == CudaAnalyzer("big.cu").analyze(edited)
+
+    count_function_passes.clear()
+    moved = "// a new first line\n" + edited
+    third = analyzer.analyze(moved)
+    assert count_function_passes == []  # everything moved down a line, nothing re-analysed
+    assert [f.range.start.line for f in third.findings] == [f.range.start.line + 1 for f in second.findings]
+    assert third == CudaAnalyzer("big.cu").analyze(moved)
+
+
+def test_typing_a_kernel_character_by_character_never_raises():
+    text = (FIXTURES / "stc003.cu").read_text() + (FIXTURES / "good_kernels.cu").read_text()[:3000]
+    analyzer = CudaAnalyzer("typing.cu")
+    for end in range(0, len(text), 3):
+        a = analyzer.analyze(text[:end])
+        if not a.parse_ok:
+            assert a.syntax_errors
+    final = analyzer.analyze(text)
+    assert final == CudaAnalyzer("typing.cu").analyze(text)
+
+
+def test_random_deletions_never_raise_and_broken_functions_report_nothing():
+    text = (FIXTURES / "stc001.cu").read_text()
+    rng = random.Random(7)
+    analyzer = CudaAnalyzer("fuzz.cu")
+    for _ in range(150):
+        a, b = sorted(rng.randrange(len(text)) for _ in range(2))
+        broken = text[:a] + text[b:b + rng.randrange(5)] + text[b:]
+        result = analyzer.analyze(broken)
+        for k in (*result.kernels, *result.device_functions):
+            if not k.parse_ok:
+                inside = [f for f in result.findings if k.range.contains(f.range.start)]
+                assert inside == []
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "\x00\x01\x02binary\x00" * 100,
+    "__global__ void k(float* y) { y[0] = '\udcff'; }",  # a lone surrogate from a bad decode
+    "}}}}{{{{ <<<>>> __global__ __global__",
+    "__global__ void k(float* y) {" * 300,
+    "#define X(\n#if\n__global__",
+    "\ufeff__global__ void k(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 1; }",
+])
+def test_garbage_input_gives_an_answer(text):
+    result = analyze_cuda(text, "garbage.cu")
+    assert isinstance(result.findings, tuple)
+    forget("garbage.cu")
+
+
+def test_bom_and_wide_characters_keep_columns_in_code_points():
+    text = "\ufeff__global__ void k(float* y) { /* 日本語 */ y[blockIdx.x * blockDim.x + threadIdx.x] = 1; }"
+    (f,) = analyze_cuda(text, "bom.cu").findings
+    col = text.index("y[blockIdx")
+    assert (f.range.start.character, f.range.end.character) == (col, text.index(" = 1"))
+
+
+def test_incremental_analysis_always_equals_a_fresh_one():
+    """Random edits (typing, deleting lines, pasting, breaking and fixing syntax): the
+    analyser that reuses the previous version must answer exactly like a fresh one."""
+    base = "\n".join((FIXTURES / name).read_text() for name in ("stc003.cu", "stc004.cu", "good_kernels.cu"))
+    base = "namespace outer {\n#define LOCAL_BLOCK 64\n" + base + "\n}\n"
+    rng = random.Random(11)
+    snippets = ["x", "\n", "}", "{", "  ", "// c\n", "#define BLOCK 512\n", "__syncthreads();", "y[i] = 0;",
+                "/*", "*/", "\"", "int q = threadIdx.x;\n"]
+    analyzer = CudaAnalyzer("same.cu")
+    text = base
+    for step in range(60):
+        roll = rng.random()
+        at = rng.randrange(len(text) + 1)
+        if roll < 0.45:
+            text = text[:at] + rng.choice(snippets) + text[at:]
+        elif roll < 0.8:
+            text = text[:at] + text[at + rng.randrange(1, 40):]
+        elif roll < 0.9:
+            text = base  # back to a clean file
+        else:
+            lines = text.split("\n")
+            k = rng.randrange(len(lines))
+            text = "\n".join(lines[:k] + lines[k + 1:] + [lines[k]])  # move a line to the end
+        assert analyzer.analyze(text) == CudaAnalyzer("same.cu").analyze(text), f"step {step}"

@@ -1,0 +1,62 @@
+"""The copy-bandwidth worker request and the real backend's wiring to the Verifier."""
+
+from __future__ import annotations
+
+import pytest
+
+from stitch_lsp.benchsuite import bandwidth, runner
+from stitch_lsp.benchsuite.bandwidth import CopyBandwidthReply, CopyBandwidthRequest
+from stitch_lsp.cancellation import CancelToken
+from stitch_lsp.settings import Settings
+from stitch_lsp.worker.handlers import HANDLERS
+
+
+def test_the_request_is_registered_with_the_worker():
+    assert HANDLERS["copy_bandwidth"] == "stitch_lsp.worker.copy_bandwidth_handler"
+
+
+def test_without_a_gpu_the_worker_says_why(tmp_path):
+    from stitch_lsp.verify.worker_pool import WorkerPool
+
+    pool = WorkerPool(Settings(), tmp_path)
+    try:
+        info = bandwidth.measure_gpu(pool, "0", CancelToken(), timeout_s=120)
+    finally:
+        pool.close()
+    assert info.copy_bandwidth_gbs is None
+    assert "not measured" in info.message and "no CUDA device" in info.message
+
+
+@pytest.mark.gpu
+def test_copy_bandwidth_on_a_gpu(tmp_path):
+    from stitch_lsp.verify.worker_pool import WorkerPool
+
+    pool = WorkerPool(Settings(), tmp_path)
+    try:
+        reply = pool.call("copy_bandwidth", CopyBandwidthRequest(nbytes=1 << 28, iterations=10), CopyBandwidthReply,
+                          timeout_s=120)
+    finally:
+        pool.close()
+    assert 200 < reply.gbs_median <= reply.gbs_best < 20_000  # GB/s, bytes read + written
+    assert reply.device is not None and reply.device.name
+
+
+def test_options_verifier_turns_profiling_on_for_every_job():
+    from stitch_lsp.verify.options import VerifyOptions
+
+    seen = []
+
+    class Inner:
+        pool = "the pool"
+
+        def verify(self, source, candidate, options, **kwargs):
+            seen.append((options, kwargs))
+            return "verdict"
+
+    wrapped = runner.OptionsVerifier(Inner(), profile=True, sanitize=False)
+    assert wrapped.verify("src", "cand", VerifyOptions(trials=7), cancel="c") == "verdict"
+    assert wrapped.verify("src", "cand") == "verdict"
+    assert seen[0][0].profile is True and seen[0][0].trials == 7 and seen[0][1] == {"cancel": "c"}
+    assert seen[1][0].profile is True
+    assert wrapped.pool == "the pool"  # fuse_task traces through the Verifier's pool
+    assert getattr(wrapped, "device", None) is None

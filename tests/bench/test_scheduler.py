@@ -1,0 +1,110 @@
+"""Handing tasks to one worker per GPU: in-process stand-ins for the GPU workers."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from stitch_lsp.benchsuite.results import INTERRUPTED, TaskResult
+from stitch_lsp.benchsuite.scheduler import run_tasks
+from stitch_lsp.benchsuite.tasks import BenchTask
+from stitch_lsp.cancellation import CancelToken
+
+
+def tasks(n):
+    return [BenchTask(name=f"t{i:02d}", path=f"t{i:02d}.py") for i in range(n)]
+
+
+class FakeWorker:
+    def __init__(self, slot, delay=0.01, broken=False):
+        self.slot, self.delay, self.broken = slot, delay, broken
+        self.ran: list[str] = []
+        self.closed = False
+
+    def run(self, task, cancel, on_progress=lambda _: None):
+        if self.broken:
+            raise OSError("cannot start")
+        on_progress("timing")
+        deadline = time.monotonic() + self.delay
+        while time.monotonic() < deadline:
+            if cancel.cancelled:
+                return TaskResult(name=task.name, status=INTERRUPTED), None
+            time.sleep(0.005)
+        self.ran.append(task.name)
+        return TaskResult(name=task.name, status="correct", gpu=self.slot), None
+
+    def close(self):
+        self.closed = True
+
+
+class RecordingListener:
+    def __init__(self, on_finished=None):
+        self.starts, self.results, self.messages = [], [], []
+        self.on_finished = on_finished
+
+    def started(self, slot, task):
+        self.starts.append((slot, task.name))
+
+    def progress(self, slot, task, message):
+        self.messages.append((slot, task.name, message))
+
+    def finished(self, slot, task, result, detail):
+        self.results.append((slot, result))
+        if self.on_finished:
+            self.on_finished(len(self.results))
+
+
+def test_every_task_runs_once_spread_over_the_workers():
+    workers = [FakeWorker("0", delay=0.02), FakeWorker("1", delay=0.02)]
+    listener = RecordingListener()
+    outcome = run_tasks(tasks(12), workers, listener, CancelToken())
+    names = sorted(r.name for _, r in listener.results)
+    assert names == [t.name for t in tasks(12)]
+    assert workers[0].ran and workers[1].ran  # both GPUs took work
+    assert sorted(workers[0].ran + workers[1].ran) == names
+    assert all(w.closed for w in workers)
+    assert outcome.not_run == [] and not outcome.interrupted
+    assert {slot for slot, _ in listener.starts} == {"0", "1"}
+    assert listener.messages and listener.messages[0][2] == "timing"
+
+
+def test_a_broken_worker_leaves_its_tasks_to_the_others():
+    good, bad = FakeWorker("0"), FakeWorker("1", broken=True)
+    listener = RecordingListener()
+    outcome = run_tasks(tasks(5), [bad, good], listener, CancelToken())
+    assert sorted(good.ran) == [t.name for t in tasks(5)]
+    assert outcome.errors and "cannot start" in outcome.errors[0]
+    assert outcome.not_run == []
+
+
+def test_all_workers_broken_reports_everything_not_run():
+    outcome = run_tasks(tasks(3), [FakeWorker("0", broken=True)], RecordingListener(), CancelToken())
+    assert outcome.not_run == ["t00", "t01", "t02"]
+
+
+def test_cancel_stops_and_reports_what_did_not_finish():
+    token = CancelToken()
+    listener = RecordingListener(on_finished=lambda n: token.cancel("interrupted") if n == 2 else None)
+    workers = [FakeWorker("0", delay=0.05), FakeWorker("1", delay=0.2)]
+    outcome = run_tasks(tasks(8), workers, listener, token)
+    assert outcome.interrupted
+    done = {r.name for _, r in listener.results}
+    assert len(done) == 2
+    assert set(outcome.not_run) == {t.name for t in tasks(8)} - done  # the in-flight one included
+    assert outcome.not_run == sorted(outcome.not_run)
+
+
+def test_budget_stops_starting_new_tasks():
+    now = [0.0]
+
+    class SlowClockWorker(FakeWorker):
+        def run(self, task, cancel, on_progress=lambda _: None):
+            now[0] += 10.0  # every task takes 10 "seconds"
+            return super().run(task, cancel, on_progress)
+
+    listener = RecordingListener()
+    outcome = run_tasks(tasks(10), [SlowClockWorker("0")], listener, CancelToken(), budget_s=25.0,
+                        clock=lambda: now[0])
+    assert len(listener.results) == 3  # started at 0, 10 and 20
+    assert outcome.stopped_by_budget and not outcome.interrupted
+    assert len(outcome.not_run) == 7

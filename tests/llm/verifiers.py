@@ -1,0 +1,112 @@
+"""A Verifier stand-in for the loop tests: real nvcc for compiling, scripted results after that.
+
+Nothing here runs on a GPU. Compiling is real when asked (``nvcc -arch=sm_90``),
+so that compile errors come back at the lines nvcc names; what a candidate
+computes is scripted per test, as a GPU would have measured it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from stitch_lsp.findings import Finding, Range, Severity
+from stitch_lsp.pipeline import Candidate
+from stitch_lsp.verify.nvcc_diagnostics import parse_nvcc_output, to_findings
+from stitch_lsp.verdict import (
+    CompileResult,
+    Correctness,
+    HackFlag,
+    Timing,
+    TimingStats,
+    Trial,
+    Verdict,
+    VerdictStatus,
+)
+
+Script = Verdict | Callable[[Candidate], Verdict]
+
+
+class ScriptedVerifier:
+    def __init__(self, *verdicts: Script, nvcc: bool = False, judge: Callable[[Candidate], Verdict] | None = None):
+        self._script = list(verdicts)
+        self.nvcc = nvcc
+        self.judge = judge  # answers once the script is used up
+        self.seen: list[Candidate] = []
+        self.options_seen: list[object] = []
+
+    def verify(self, reference_source, candidate, options=None, *, cancel=None, report=None) -> Verdict:
+        self.seen.append(candidate)
+        self.options_seen.append(options)
+        if self.nvcc:
+            compiled = nvcc_compile(candidate)
+            if not compiled.ok:
+                return Verdict(VerdictStatus.COMPILE_ERROR, summary="compile error", compile=compiled)
+        if not self._script and self.judge is not None:
+            return self.judge(candidate)
+        if not self._script:
+            raise AssertionError("the verifier was called more often than the test scripted")
+        step = self._script.pop(0)
+        return step(candidate) if callable(step) else step
+
+
+def nvcc_compile(candidate: Candidate) -> CompileResult:
+    """Compile each CUDA file with nvcc (device code, sm_90) and place its messages with Stitch's parser."""
+    nvcc = shutil.which("nvcc")
+    assert nvcc, "nvcc not on PATH"
+    diagnostics: list[Finding] = []
+    log, ok = "", True
+    with tempfile.TemporaryDirectory(prefix="stitch-llm-test-") as tmp:
+        for name, source in candidate.cuda_sources.items():
+            path = Path(tmp) / name
+            path.write_text(source)
+            proc = subprocess.run([nvcc, "-arch=sm_90", "-c", str(path), "-o", str(path.with_suffix(".o"))],
+                                  capture_output=True, text=True, timeout=300, cwd=tmp)
+            log += proc.stderr
+            ok = ok and proc.returncode == 0
+            diagnostics += to_findings(parse_nvcc_output(proc.stderr), compiled_file=str(path), display_path=name,
+                                       source_text=source, cwd=tmp)
+    return CompileResult(ok=ok, backend="nvcc", diagnostics=diagnostics, log=log)
+
+
+def compile_error(line: int, message: str, file: str = "kernel.cu") -> Verdict:
+    diag = Finding(path=file, range=Range.line_span(line), severity=Severity.ERROR, code="nvcc", message=message)
+    return Verdict(VerdictStatus.COMPILE_ERROR, summary="compile error",
+                   compile=CompileResult(ok=False, backend="nvrtc", diagnostics=[diag]))
+
+
+def _trials(failed: dict[str, float] | None = None) -> list[Trial]:
+    failed = failed or {}
+    names = ["seed-1", "seed-2", "seed-3", "seed-4", "seed-5", "adversarial-nan", "odd-shape"]
+    return [Trial(name, passed=name not in failed, kind="adversarial" if "nan" in name else
+                  "shape" if "shape" in name else "random", max_abs_err=failed.get(name, 0.0),
+                  mismatches=4_194_304 if name in failed else 0) for name in names]
+
+
+def incorrect(failed: dict[str, float]) -> Verdict:
+    return Verdict(VerdictStatus.INCORRECT, summary=f"{len(failed)} of 7 trials failed",
+                   compile=CompileResult(ok=True, backend="nvrtc"),
+                   correctness=Correctness(status="failed", trials=_trials(failed), atol=1e-5, rtol=1e-5,
+                                           dtype="float32"))
+
+
+def correct(speedup: float, *, eager_ms: float = 0.030) -> Verdict:
+    return Verdict(VerdictStatus.CORRECT, summary=f"correct, {speedup:.2f}x over eager",
+                   compile=CompileResult(ok=True, backend="nvrtc"),
+                   correctness=Correctness(status="passed", trials=_trials(), atol=1e-5, rtol=1e-5, dtype="float32"),
+                   timing=Timing(status="measured", eager=TimingStats(eager_ms),
+                                 candidate=TimingStats(eager_ms / speedup), speedup_vs_eager=speedup,
+                                 speedup_vs_compile=speedup / 1.1))
+
+
+def flagged_at_run_time(speedup: float = 50.0) -> Verdict:
+    """What the Verifier's dynamic check says of a forward that computed with PyTorch."""
+    verdict = correct(speedup)
+    verdict.status = VerdictStatus.HACKING
+    verdict.summary = "PyTorch compute ran during ModelNew.forward"
+    verdict.hack_flags = [HackFlag("HACK001", "torch.relu ran inside ModelNew.forward", evidence="aten::relu",
+                                   dynamic=True)]
+    return verdict

@@ -1,0 +1,96 @@
+"""The worker pool: reuse, crashes, hangs, OOM, cancellation, secrets (CPU stand-ins, no GPU)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from stitch_lsp.cancellation import CancelToken
+from stitch_lsp.settings import Settings
+from stitch_lsp.verify.worker_pool import WorkerDied, WorkerError, WorkerPool
+
+
+@pytest.fixture()
+def pool(tmp_path):
+    p = WorkerPool(Settings(), tmp_path, preload="")
+    yield p
+    p.close()
+
+
+def test_worker_is_reused_between_jobs(pool):
+    first, fresh1 = pool.call_raw("ping", {"n": 1}, timeout_s=60)
+    second, fresh2 = pool.call_raw("ping", {"n": 2}, timeout_s=60)
+    assert first["echo"] == {"n": 1} and second["echo"] == {"n": 2}
+    assert first["pid"] == second["pid"]
+    assert fresh1 and not fresh2
+
+
+@pytest.mark.parametrize("mode,reason,words", [
+    ("abort", "crashed", "SIGABRT"),
+    ("segfault", "crashed", "SIGSEGV"),
+    ("exit", "crashed", "exit code 3"),
+    ("memory", "out_of_memory", "MemoryError"),
+])
+def test_a_dying_job_costs_one_worker(pool, mode, reason, words):
+    before, _ = pool.call_raw("ping", None, timeout_s=60)
+    with pytest.raises(WorkerDied) as info:
+        pool.call_raw("test_crash", {"mode": mode}, timeout_s=60)
+    assert info.value.reason == reason
+    assert words in info.value.message
+    after, fresh = pool.call_raw("ping", None, timeout_s=60)
+    assert fresh and after["pid"] != before["pid"]
+    assert any("lost" in e or "retired" in e for e in pool.events)
+
+
+def test_hang_is_killed_with_its_process_group(pool):
+    with pytest.raises(WorkerDied) as info:
+        pool.call_raw("test_crash", {"mode": "child_hang"}, timeout_s=3)
+    assert info.value.reason == "timeout"
+    # The grandchild (sleep 1000) went with the worker's process group.
+    time.sleep(0.3)
+    out = os.popen("ps -eo pid,args").read()
+    assert "sleep 1000" not in out
+
+
+def test_cancel_kills_the_worker(pool):
+    token = CancelToken()
+    threading.Timer(1.0, token.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(WorkerDied) as info:
+        pool.call_raw("test_crash", {"mode": "hang"}, timeout_s=60, cancel=token)
+    assert info.value.reason == "cancelled"
+    assert time.monotonic() - started < 15
+    assert pool.call_raw("ping", 1, timeout_s=60)[0]["echo"] == 1
+
+
+def test_handler_bug_is_an_error_not_a_death(pool):
+    pid = pool.call_raw("ping", None, timeout_s=60)[0]["pid"]
+    with pytest.raises(WorkerError) as info:
+        pool.call_raw("test_crash", {"mode": "raise"}, timeout_s=60)
+    assert "stand-in handler bug" in info.value.message
+    assert pool.call_raw("ping", None, timeout_s=60)[0]["pid"] == pid
+
+
+def test_unknown_kind(pool):
+    with pytest.raises(WorkerError) as info:
+        pool.call_raw("no_such_kind", None, timeout_s=60)
+    assert info.value.error == "unknown_kind"
+
+
+def test_worker_does_not_inherit_api_keys(pool, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", "t")
+    env = pool.call_raw("test_crash", {"mode": "env"}, timeout_s=60)[0]["env"]
+    assert "ANTHROPIC_API_KEY" not in env and "SOME_SERVICE_TOKEN" not in env
+
+
+def test_print_in_worker_does_not_corrupt_the_pipe(tmp_path):
+    # A handler's (or candidate's) stdout goes to the worker log, never into the frames.
+    pool = WorkerPool(Settings(), tmp_path, preload="")
+    try:
+        assert pool.call_raw("ping", "x" * 100_000, timeout_s=60)[0]["echo"] == "x" * 100_000
+    finally:
+        pool.close()
