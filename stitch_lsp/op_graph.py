@@ -6,7 +6,7 @@ the template Coder work on it in any process.
 
 Arguments are kept as JSON text: a node reference is ``{"$": "name"}``; a size
 that depends on the input shapes is ``{"sym": "s0*s1", "hint": 8192}``; a dtype is
-``{"dtype": "float32"}``; a device is ``{"device": true}`` (the inputs' device);
+``{"$dtype": "float32"}``; a device is ``{"$device": true}`` (the inputs' device);
 every other value is plain JSON.
 
 A graph traced symbolically keeps each shape as expressions over the inputs'

@@ -140,11 +140,11 @@ def _encode(value: Any) -> Any:
     if isinstance(value, torch.SymInt):
         return {"sym": _expr(value), "hint": _hint(value)}
     if isinstance(value, torch.device):
-        return {"device": True}
+        return {"$device": True}
     if isinstance(value, (list, tuple)):
         return [_encode(v) for v in value]
     if isinstance(value, torch.dtype):
-        return {"dtype": _dtype_name(value)}
+        return {"$dtype": _dtype_name(value)}
     if isinstance(value, (torch.layout, torch.memory_format)):
         return None
     if isinstance(value, (bool, int, float, str)) or value is None:

@@ -59,9 +59,9 @@ def _value(v, env, device):
     if isinstance(v, dict):
         if "$" in v:
             return env[v["$"]]
-        if "dtype" in v:
-            return getattr(torch, v["dtype"])
-        if "device" in v:
+        if "$dtype" in v:
+            return getattr(torch, v["$dtype"])
+        if "$device" in v:
             return device
         return {k: _value(x, env, device) for k, x in v.items()}
     if isinstance(v, list):
