@@ -161,3 +161,13 @@ def test_verdict_cache_answers_the_same_question(verifier):
     assert any("verdict cache" in e for e in again.events) and again.seconds < 0.5
     changed = run(verifier, "honest_numpy.py", use_cache=True, trials=6)
     assert not any("verdict cache" in e for e in changed.events)
+
+
+def test_speedup_over_10x_triggers_extra_scrutiny(verifier):
+    v = run(verifier, "honest_numpy.py", ref=(CORPUS / "ref_slow.py").read_text(), timing=True)
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    assert v.timing.speedup_vs_eager > 10 and v.timing.suspicious
+    extra = [t for t in v.correctness.trials if t.name.startswith("scrutiny-")]
+    assert len(extra) == 5 and all(t.passed for t in extra)
+    assert any(t.kind == "determinism" for t in v.correctness.trials)
+    assert "extra trials ran" in v.timing.message
