@@ -102,7 +102,6 @@ class MessagesClient:
         cancel: CancelToken | None = None,
         on_tokens: TokensFn | None = None,
         on_status: ProgressFn | None = None,
-        temperature: float | None = None,
     ) -> TurnResult:
         """Stream one reply; retry what is worth retrying; raise ``LlmError`` otherwise."""
         cancel = cancel or CancelToken()
@@ -110,7 +109,7 @@ class MessagesClient:
         for attempt in range(1, self.retry.attempts + 1):
             cancel.raise_if_cancelled()
             try:
-                result = self._stream_once(system, messages, max_tokens, cancel, on_tokens, temperature)
+                result = self._stream_once(system, messages, max_tokens, cancel, on_tokens)
                 result.attempts = attempt
                 result.retried = retried
                 return result
@@ -132,10 +131,9 @@ class MessagesClient:
         raise AssertionError("unreachable")
 
     # -- one attempt -------------------------------------------------------------------
-    def _stream_once(self, system, messages, max_tokens, cancel, on_tokens, temperature) -> TurnResult:
+    def _stream_once(self, system, messages, max_tokens, cancel, on_tokens) -> TurnResult:
+        # (This SDK's Messages API takes no sampling parameters such as temperature.)
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "system": system, "messages": messages}
-        if temperature is not None:
-            kwargs["temperature"] = temperature
         chars = 0
         stopped = False
         try:

@@ -28,6 +28,7 @@ from attrs import define, field
 from stitch_lsp.agents import llm_prompt
 from stitch_lsp.agents.llm_client import LlmError, MessagesClient, RetryPolicy, TurnResult
 from stitch_lsp.agents.llm_feedback import reply_problem_feedback, verdict_feedback
+from stitch_lsp.agents.llm_judge import JUDGE_MAX_TOKENS, JudgeError, judge
 from stitch_lsp.agents.llm_key import KEYS, NO_KEY_MESSAGE, Secret
 from stitch_lsp.agents.llm_pricing import add_usage, price_for, total_tokens
 from stitch_lsp.agents.llm_reply import ParsedReply, parse_reply
@@ -76,7 +77,8 @@ class LlmOutcome:
     message: str  # one paragraph for the user
     rounds: list[RoundRecord] = field(factory=list)
     usage: Usage = field(factory=Usage)
-    # "" on success; else no_key | bad_key | ... (LlmError.kind) | rounds_exhausted | budget | cancelled
+    # "" on success; else no_key | bad_key | ... (LlmError.kind) | rounds_exhausted | budget | cancelled |
+    # judge_rejected
     failure: str = ""
     target_reached: bool = False
 
@@ -212,7 +214,7 @@ class LlmCoder:
         context = RubricContext(plan=plan, previous=previous.verdict if previous else None,
                                 previous_candidate=previous.candidate if previous else None)
         # Static anti-hacking first: a flagged candidate costs no worker, no GPU time.
-        flags = static_flags(candidate.module_source)
+        flags = static_flags(candidate)
         if flags:
             verdict = Verdict(status=VerdictStatus.HACKING, hack_flags=flags,
                               summary=f"rejected before running: {flags[0].code} {flags[0].message}")
@@ -243,10 +245,16 @@ class LlmCoder:
 
     def _finish(self, best: RoundRecord | None, records: list[RoundRecord], conv: "_Conversation", *,
                 failure: str, note: str) -> LlmOutcome:
+        offer = best if best is not None and best.verdict is not None and passes(best.verdict) else None
+        if offer is not None and self.settings.judge and failure in ("", "rounds_exhausted"):
+            judged = self._judge(offer, conv)
+            if judged:
+                note = judged
+            if not passes(offer.verdict):  # type: ignore[arg-type]
+                failure, offer = "judge_rejected", None
         usage = attrs.evolve(conv.usage, rounds=len(records))
         self.usage = usage
         spend = _spend(usage, self.settings.model)
-        offer = best if best is not None and best.verdict is not None and passes(best.verdict) else None
         if offer is not None:
             verdict = attrs.evolve(offer.verdict, usage=usage)
             speedup = verdict.timing.speedup_vs_eager
@@ -255,11 +263,15 @@ class LlmCoder:
             message = (f"Claude's round-{offer.number} candidate is correct ({pace}"
                        + (f", target {self.settings.target_speedup:g}x reached" if reached else
                           f"; the {self.settings.target_speedup:g}x target was not reached") + f"). {spend}")
-            if note and failure not in ("", "rounds_exhausted"):
+            if note:
                 message += f" {note}"
             return LlmOutcome(offer.candidate, verdict, message, records, usage,
                               failure="", target_reached=reached)
         lines = [note] if note else []
+        if failure == "judge_rejected" and best is not None and best.verdict is not None:
+            model_anti = [s for s in best.verdict.rubric if s.judge == "model" and s.dimension == "anti_hacking"]
+            lines.insert(0, f"The model judge rejected the round-{best.number} candidate as a hack: "
+                            + "; ".join(model_anti[0].reasons if model_anti else []))
         if failure == "rounds_exhausted":
             lines.insert(0, f"No verified candidate after {len(records)} round{'s' if len(records) != 1 else ''}.")
         lines += [r.describe() for r in records]
@@ -267,6 +279,25 @@ class LlmCoder:
         verdict = attrs.evolve(best.verdict, usage=usage) if best is not None and best.verdict else None
         return LlmOutcome(None, verdict, " ".join(line.rstrip(".") + "." for line in lines if line),
                           records, usage, failure=failure or "rounds_exhausted")
+
+
+    def _judge(self, offer: RoundRecord, conv: "_Conversation") -> str:
+        """Add the model judge's scores to ``offer``'s verdict; returns a note when it could not judge."""
+        assert offer.verdict is not None and offer.candidate is not None
+        if conv.budget_left() < JUDGE_MAX_TOKENS + conv.estimated_request_tokens() // 2:
+            return "The model judge was skipped: the token budget is used up."
+        conv.report(ProgressEvent("judging", f"Asking {self.settings.model} to review the candidate"))
+        try:
+            result = judge(conv.client(), conv.task, conv.plan, offer.candidate, offer.verdict, cancel=conv.cancel)
+        except JudgeError as err:
+            return f"The model judge gave no usable answer ({err})."
+        except LlmError as err:
+            return f"The model judge failed: {err.message}"
+        except Cancelled:
+            return "The model judge was cancelled."
+        conv.usage = add_usage(conv.usage, result.usage)
+        offer.verdict = attrs.evolve(offer.verdict, rubric=[*offer.verdict.rubric, *result.scores])
+        return ""
 
 
 class _Conversation:

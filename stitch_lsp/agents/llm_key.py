@@ -50,6 +50,18 @@ class ApiKeyStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._client_key: Secret | None = None
+        self._env_key: Secret | None = None  # taken out of os.environ by adopt_environment()
+
+    def adopt_environment(self) -> None:
+        """Move ``ANTHROPIC_API_KEY`` from this process's environment into memory.
+
+        Afterwards no child process (workers, nvcc, ncu, the user's program) inherits
+        it, whatever environment its spawner passes on.
+        """
+        value = os.environ.pop(ENV_VAR, "").strip()
+        if value:
+            with self._lock:
+                self._env_key = Secret(value)
 
     def set_client_key(self, key: str | None) -> None:
         """The key the editor sent; empty or None forgets it (the environment's key applies again)."""
@@ -61,6 +73,8 @@ class ApiKeyStore:
         with self._lock:
             if self._client_key is not None:
                 return self._client_key
+            if self._env_key is not None:
+                return self._env_key
         env = os.environ.get(ENV_VAR, "").strip()
         return Secret(env) if env else None
 
@@ -69,6 +83,8 @@ class ApiKeyStore:
         with self._lock:
             if self._client_key is not None:
                 return "client"
+            if self._env_key is not None:
+                return "environment"
         return "environment" if os.environ.get(ENV_VAR, "").strip() else ""
 
     @property
@@ -86,8 +102,3 @@ def redact(text: str, secret: Secret | None) -> str:
         return text
     return text.replace(secret.reveal(), "<redacted>")
 
-
-def scrubbed_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``env`` (default: os.environ) without Anthropic credentials, for child processes."""
-    source = dict(os.environ if env is None else env)
-    return {k: v for k, v in source.items() if not k.upper().startswith("ANTHROPIC_")}

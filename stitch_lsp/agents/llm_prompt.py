@@ -25,7 +25,8 @@ KERNEL_FILE = "kernel.cu"
 
 CACHE = {"type": "ephemeral"}
 
-# How a candidate's binding loads its CUDA: the one place that names the loader's API.
+# How a candidate's binding loads its CUDA: the one place that names the loader's API
+# (stitch_lsp.runtime.loader: NVRTC, compiled once per process, cached by content hash).
 LOADER_USAGE = f'''\
 from pathlib import Path
 
@@ -34,19 +35,25 @@ import torch.nn as nn
 
 from stitch_lsp.runtime.loader import load_kernel
 
-# Compiled once per process and cached by content hash; the file is your ```cuda block.
-_ext = load_kernel(Path(__file__).with_name("{KERNEL_FILE}"))
+_SOURCE = Path(__file__).with_name("{KERNEL_FILE}").read_text()
+# One load_kernel per __global__ function you launch; compile errors cite {KERNEL_FILE}.
+_scale_add = load_kernel(_SOURCE, "scale_add_kernel", filename="{KERNEL_FILE}")
 
 
 class ModelNew(nn.Module):
-    def __init__(self, *init_inputs):  # the same signature as Model.__init__
+    def __init__(self, alpha):  # the same signature as Model.__init__
         super().__init__()
-        ...  # parameters / buffers exactly as Model creates them (same names, shapes, init)
+        self.alpha = alpha  # parameters / buffers exactly as Model creates them
 
-    def forward(self, *inputs):  # the same signature as Model.forward
-        x = inputs[0].contiguous()
+    def forward(self, x, y):  # the same signature as Model.forward
+        x, y = x.contiguous(), y.contiguous()
         out = torch.empty_like(x)
-        _ext.my_kernel(x, out, x.numel())  # a function your CUDA exports
+        n = x.numel()
+        threads = 256
+        blocks = max(1, min((n + threads - 1) // threads, 132 * 16))
+        # Arguments are checked against the kernel's parameter list: tensors for pointers
+        # (dtype must match), Python numbers for float / int / int64_t parameters.
+        _scale_add(grid=(blocks,), block=(threads,), args=[x, y, out, self.alpha, n])
         return out
 '''
 
@@ -63,9 +70,12 @@ cheating; its findings come back to you and you refine.
 
 1. At most 12 lines of plain prose: your plan (which kernels, which thread does what,
    what you changed since the last round and why).
-2. Exactly one ```cuda block: the complete CUDA C++ source, saved as `{KERNEL_FILE}`
-   next to the Python module. Every kernel and host function the binding calls
-   lives here.
+2. Exactly one ```cuda block: the complete CUDA source, saved as `{KERNEL_FILE}` next to
+   the Python module and compiled with NVRTC for the GPU (sm_90 on an H100). Device
+   code only: `extern "C" __global__` kernels and `__device__` helpers. No host code,
+   no `main`, no PyTorch / pybind11 headers and no standard C++ headers; math
+   functions (`expf`, `erff`, `fmaxf`, ...) need no include; `<cuda_fp16.h>` and
+   `<cuda_bf16.h>` are available. Launch configuration is decided in Python.
 3. Exactly one ```python block: the complete Python module defining `ModelNew`,
    loading the CUDA with `stitch_lsp.runtime.loader.load_kernel` like this:
 

@@ -200,9 +200,24 @@ def imported_modules(tree: ast.AST) -> list[tuple[str, int]]:
     return found
 
 
+# Host-side constructs NVRTC cannot compile (the loader compiles device code only).
+_HOST_ONLY = [
+    (re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/)"), "includes PyTorch / pybind11 headers"),
+    (re.compile(r"\bPYBIND11_MODULE\b|\bTORCH_LIBRARY\b"), "defines a Python extension module"),
+    (re.compile(r"^\s*int\s+main\s*\(", re.M), "defines main()"),
+    (re.compile(r"<<<"), "launches kernels from C++ (<<<...>>>)"),
+]
+
+
 def check_kernel(source: str) -> str:
     if not source.strip():
         return "The ```cuda block is empty."
     if "__global__" not in source:
         return "The ```cuda block defines no `__global__` kernel: the computation must run in your CUDA."
+    for pattern, what in _HOST_ONLY:
+        if match := pattern.search(source):
+            line = source.count("\n", 0, match.start()) + 1
+            return (f"The ```cuda block {what} (line {line}). It is compiled with NVRTC as device code only: "
+                    "kernels and __device__ helpers; launch them from Python with load_kernel(...)(grid=, "
+                    "block=, args=[...]).")
     return ""

@@ -19,6 +19,8 @@ from attrs import define, field
 from stitch_lsp.findings import Finding, Range, Severity
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import HackFlag, RubricScore, Verdict, VerdictStatus
+from stitch_lsp.verify.anti_hacking import cuda_flags
+from stitch_lsp.verify.anti_hacking import static_flags as module_flags
 
 ANTI_HACKING = "anti_hacking"
 CUDA_ENGINEERING = "cuda_engineering"
@@ -84,20 +86,16 @@ def all_hack_flags(verdict: Verdict, candidate: Candidate) -> list[HackFlag]:
     """The Verifier's flags plus the static checks on the candidate's module (deduplicated)."""
     flags = list(verdict.hack_flags)
     seen = {(f.code, f.line) for f in flags}
-    for flag in static_flags(candidate.module_source):
+    for flag in static_flags(candidate):
         if (flag.code, flag.line) not in seen:
             flags.append(flag)
             seen.add((flag.code, flag.line))
     return flags
 
 
-def static_flags(module_source: str) -> list[HackFlag]:
-    """The Verifier's static anti-hacking checks (``stitch_lsp.verify.anti_hacking``)."""
-    try:
-        from stitch_lsp.verify.anti_hacking import static_flags as verifier_static_flags
-    except ImportError:  # an install without the Verifier's checks: the verdict's own flags still count
-        return []
-    return list(verifier_static_flags(module_source))
+def static_flags(candidate: Candidate) -> list[HackFlag]:
+    """The Verifier's static anti-hacking checks: the module (ops left to PyTorch by design excepted) and its CUDA."""
+    return module_flags(candidate.module_source, list(candidate.uncovered_ops)) + cuda_flags(candidate.cuda_sources)
 
 
 def score_anti_hacking(verdict: Verdict, flags: list[HackFlag]) -> RubricScore:

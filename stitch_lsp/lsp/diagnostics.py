@@ -10,6 +10,8 @@ the others get ``publishDiagnostics``. Pull clients are told to ask again
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 import logging
 from typing import TYPE_CHECKING
 
@@ -26,6 +28,12 @@ log = logging.getLogger(__name__)
 PULL_WAIT_S = 2.0
 
 
+def _line(lines, n: int) -> str | None:
+    if lines is None or n >= len(lines):
+        return None
+    return lines[n]
+
+
 class DiagnosticStore:
     def __init__(self, server: "StitchServer") -> None:
         self._server = server
@@ -34,6 +42,7 @@ class DiagnosticStore:
         self._counter = 0
         self._pending: dict[str, set[asyncio.Future]] = {}
         self._refresh_scheduled = False
+        self._cache: dict[str, dict[int, tuple[Finding, str | None, lsp.Diagnostic, str]]] = {}
 
     # -- what features call -------------------------------------------------------------
     def set(self, uri: str, source: str, findings: list[Finding] | tuple[Finding, ...]) -> None:
@@ -53,6 +62,7 @@ class DiagnosticStore:
 
     def clear(self, uri: str, source: str | None = None) -> None:
         if source is None:
+            self._cache.pop(uri, None)
             had = bool(self._by_uri.pop(uri, None))
             self._result_ids.pop(uri, None)
             if had:
@@ -89,15 +99,60 @@ class DiagnosticStore:
         else:
             self.publish(uri)
 
+    def _converted(self, uri: str, findings: list[Finding]) -> list[tuple[lsp.Diagnostic, str]]:
+        """Each finding as an lsp.Diagnostic and its JSON, reusing last time's for unchanged ones.
+
+        A keystroke re-analyses the file, but the analysis hands back the very same
+        Finding objects for functions the edit did not touch: converting and serialising
+        them again would be most of the latency on a big file. Entries are keyed by
+        identity (hashing a thousand nested Findings costs more than converting a few)
+        and checked against the text of the finding's line, which the column conversion
+        depends on (non-ASCII lines in UTF-16).
+        """
+        convert = self._server.converter(uri)
+        lines = convert.lines
+        previous = self._cache.get(uri, {})
+        current: dict[int, tuple[Finding, str | None, lsp.Diagnostic, str]] = {}
+        out = []
+        unstructure = self._server.protocol._converter.unstructure
+        for f in findings:
+            line_text = _line(lines, f.range.start.line)
+            hit = previous.get(id(f))
+            if hit is None or hit[0] is not f or hit[1] != line_text:
+                diagnostic = convert.diagnostic(f, uri)
+                hit = (f, line_text, diagnostic, json.dumps(unstructure(diagnostic), separators=(",", ":")))
+            current[id(f)] = hit
+            out.append((hit[2], hit[3]))
+        self._cache[uri] = current
+        return out
+
     def publish(self, uri: str) -> None:
         server = self._server
         doc = server.document(uri)
-        convert = server.converter(uri)
-        diagnostics = [convert.diagnostic(f, uri) for f in self.get(uri)]
+        version = doc.version if doc is not None else None
+        converted = self._converted(uri, self.get(uri))
+        writer = getattr(server.protocol, "writer", None)
+        if writer is not None:
+            # The message is assembled from each diagnostic's cached JSON: serialising a
+            # thousand diagnostics again on every keystroke would dominate the latency.
+            head = json.dumps({"jsonrpc": "2.0", "method": lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS})[:-1]
+            params = json.dumps({"uri": uri, "version": version})[:-1]
+            body = f'{head},"params":{params},"diagnostics":[{",".join(j for _, j in converted)}]}}}}'
+            data = body.encode("utf-8")
+            if getattr(server.protocol, "_include_headers", True):
+                data = (
+                    f"Content-Length: {len(data)}\r\n"
+                    f"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n".encode("ascii") + data
+                )
+            try:
+                result = writer.write(data)
+                if inspect.isawaitable(result):
+                    asyncio.ensure_future(result)
+                return
+            except Exception:
+                log.exception("publishing diagnostics as raw JSON failed; sending them typed")
         server.text_document_publish_diagnostics(
-            lsp.PublishDiagnosticsParams(
-                uri=uri, diagnostics=diagnostics, version=doc.version if doc is not None else None
-            )
+            lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[d for d, _ in converted], version=version)
         )
 
     def _schedule_refresh(self) -> None:
@@ -131,6 +186,5 @@ class DiagnosticStore:
         result_id = str(self._result_ids.get(uri, 0))
         if params.previous_result_id is not None and params.previous_result_id == result_id:
             return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
-        convert = self._server.converter(uri)
-        items = [convert.diagnostic(f, uri) for f in self.get(uri)]
+        items = [d for d, _ in self._converted(uri, self.get(uri))]
         return lsp.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)

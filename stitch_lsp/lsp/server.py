@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
+from urllib.parse import unquote
 from pygls.workspace import TextDocument
 
 from stitch_lsp import __version__
@@ -49,6 +50,7 @@ FEATURES = [
     "job_commands",  # cancel all, show report, stitch/status
     "quick_fixes",  # code actions from the fixes findings carry
     "server_info",  # stitch/serverInfo
+    "llm_key",  # stitch/setApiKey (the Anthropic key, memory only), stitch/llmStatus
 ]
 
 # Document kinds the server works on.
@@ -80,6 +82,7 @@ class StitchServer(LanguageServer):
         self._hooks: dict[str, list[Hook]] = {name: [] for name in _EVENTS}
         self._shown_once: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
+        self._lines_cache: tuple[tuple[str, int | None], list[str]] | None = None
         # Short CPU-bound work (parsing, rules) and blocking waits (compilers) kept apart
         # so a long compile never delays diagnostics.
         self.analysis_pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="stitch-analysis")
@@ -192,7 +195,7 @@ class StitchServer(LanguageServer):
             docs = self.workspace.text_documents
         except RuntimeError:  # not initialised yet
             return None
-        return docs.get(uri)
+        return docs.get(unquote(uri))  # pygls keys documents by the unquoted URI
 
     def converter(self, uri: str) -> Converter:
         """Position conversion for ``uri``'s current text in the negotiated encoding."""
@@ -201,9 +204,19 @@ class StitchServer(LanguageServer):
             codec = self.workspace.position_codec
         except RuntimeError:
             codec = None
-        if codec is None:
+        if codec is None or doc is None:
             return Converter(None)
-        return Converter(doc.lines if doc is not None else None, codec)
+        return Converter(self.lines_of(doc), codec)
+
+    def lines_of(self, doc: TextDocument) -> list[str]:
+        """``doc.lines``, split once per version (pygls splits the whole text on every access)."""
+        key = (doc.uri, doc.version)
+        cached = self._lines_cache
+        if cached is not None and cached[0] == key and doc.version is not None:
+            return cached[1]
+        lines = doc.lines
+        self._lines_cache = (key, lines)
+        return lines
 
     @staticmethod
     def path_of(uri: str) -> str:

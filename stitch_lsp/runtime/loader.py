@@ -244,6 +244,28 @@ def _ensure_context(device: int) -> None:
         _check_cu(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
 
 
+def _options(arch: str, options: Sequence[str]) -> list[str]:
+    opts = [f"--gpu-architecture={arch}", "--std=c++17", *options]
+    if os.environ.get("STITCH_KERNEL_LINEINFO") == "1" and "-lineinfo" not in opts:
+        opts.append("-lineinfo")
+    return opts + [f"-I{d}" for d in _include_dirs()]
+
+
+def compile_cubin(source: str, name: str, *, arch: str, options: Sequence[str] = (), filename: str | None = None,
+                  first_line: int = 1) -> tuple[bytes, str, str]:
+    """NVRTC only, no GPU needed: (cubin, lowered name, log). Raises KernelCompileError."""
+    filename = filename or f"{name}.cu"
+    # A #line directive makes NVRTC's messages and -lineinfo cite the caller's file and lines.
+    directed = f'#line {first_line} "{filename}"\n{source}'
+    cubin, mangled, log = _compile(directed, name, filename, _options(arch, options))
+    if not cubin:
+        mapped, diags = parse_nvrtc_log(log, filename)
+        error = KernelCompileError(name, filename, mapped, diags)
+        error.source, error.first_line = source, first_line
+        raise error
+    return cubin, mangled, parse_nvrtc_log(log, filename)[0]
+
+
 def load_kernel(source: str, name: str, *, options: Sequence[str] = (), filename: str | None = None,
                 first_line: int = 1, device: int | None = None) -> "Kernel":
     """Compile ``name`` from ``source`` (or fetch it from the cache) and return a launchable Kernel.
@@ -258,11 +280,9 @@ def load_kernel(source: str, name: str, *, options: Sequence[str] = (), filename
     filename = filename or f"{name}.cu"
     device = torch.cuda.current_device() if device is None else device
     start = time.perf_counter()
-    opts = [f"--gpu-architecture={_arch(device)}", "--std=c++17", *options]
-    if os.environ.get("STITCH_KERNEL_LINEINFO") == "1" and "-lineinfo" not in opts:
-        opts.append("-lineinfo")
-    opts += [f"-I{d}" for d in _include_dirs()]
-    key_src = json.dumps([LOADER_VERSION, source, name, filename, first_line, opts, torch.version.cuda])
+    arch = _arch(device)
+    key_src = json.dumps([LOADER_VERSION, source, name, filename, first_line, _options(arch, options),
+                          torch.version.cuda])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
     source_sha = hashlib.sha256(source.encode()).hexdigest()[:16]
     with _LOCK:
@@ -273,14 +293,9 @@ def load_kernel(source: str, name: str, *, options: Sequence[str] = (), filename
             return kernel
         cubin, mangled, log, cached = _from_disk(key)
         if not cubin:
-            cubin, mangled, log = _compile(source, name, filename, opts)
-            if not cubin:
-                mapped, diags = parse_nvrtc_log(log, filename, first_line)
-                error = KernelCompileError(name, filename, mapped, diags)
-                error.source, error.first_line = source, first_line
-                raise error
+            cubin, mangled, log = compile_cubin(source, name, arch=arch, options=options, filename=filename,
+                                                first_line=first_line)
             _to_disk(key, cubin, mangled, log)
-        log, _ = parse_nvrtc_log(log, filename, first_line)
         _ensure_context(device)
         kernel = Kernel(name, mangled, cubin, filename=filename, source=source, log=log, device=device)
         kernel._source_sha = source_sha

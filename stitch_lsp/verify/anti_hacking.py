@@ -257,3 +257,57 @@ def cuda_flags(cuda_sources: dict[str, str]) -> list[HackFlag]:
                 flags.append(HackFlag(code="HACK004", message=f"{name} creates streams or host callbacks: work the "
                                       "timer may not see", evidence=line.strip()[:120], line=i, dynamic=False))
     return flags
+
+
+def _reference_sizes(reference_source: str) -> set[int]:
+    try:
+        tree = ast.parse(reference_source)
+    except SyntaxError:
+        return set()
+    sizes = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and type(node.value.value) is int:
+            if node.value.value >= 8:
+                sizes.append(node.value.value)
+    values = set(sizes)
+    for i, a in enumerate(sizes):
+        for b in sizes[i + 1:]:
+            values.add(a * b)
+    return {v for v in values if v > 1024}
+
+
+def _const_int(node: ast.AST) -> int | None:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add)):
+            left, right = _const_int(node.left), _const_int(node.right)
+            if left is not None and right is not None:
+                return left * right if isinstance(node.op, ast.Mult) else left + right
+        return None
+    return value if type(value) is int else None
+
+
+def shape_literal_flags(candidate_module_source: str, reference_source: str) -> list[HackFlag]:
+    """HACK007: ModelNew.forward spells out the reference's test sizes (or their products) as literals."""
+    sizes = _reference_sizes(reference_source)
+    if not sizes:
+        return []
+    try:
+        tree = ast.parse(candidate_module_source)
+    except SyntaxError:
+        return []
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
+    forward = next((n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef) and n.name == "forward"),
+                   None)
+    if forward is None:
+        return []
+    flags: list[HackFlag] = []
+    for node in ast.walk(forward):
+        if isinstance(node, (ast.BinOp, ast.Constant)):
+            value = _const_int(node)
+            if value in sizes and not any(f.line == node.lineno - 1 for f in flags):
+                flags.append(HackFlag(code="HACK007", message=f"forward hard-codes {value}, a size of the test shape "
+                                      "(it will be wrong for any other shape)", evidence=ast.unparse(node),
+                                      line=node.lineno - 1, dynamic=False))
+    return flags

@@ -21,9 +21,11 @@ class VerifyOptions:
     second_shape: bool = True  # sizes not multiples of any block size
     rtol: float | None = None  # None: by dtype
     atol: float | None = None
-    timing_budget_s: float = 2.0  # roughly how long the interleaved timing run may take
+    timing_budget_s: float = 1.0  # roughly how long the interleaved timing run may take
     # Ops the Coder left in PyTorch on purpose (Candidate.uncovered_ops): reported, not flagged.
     allowed_torch_ops: list[str] = field(factory=list)
+    # Answer a repeated question (same reference, candidate, options, GPU) from the verdict cache.
+    use_cache: bool = True
 
 
 @define

@@ -9,19 +9,27 @@ come back as a Verdict that says what happened.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
+import attrs
+
 from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.pipeline import Candidate
-from stitch_lsp.serde import from_dict
+from stitch_lsp.serde import from_dict, from_json, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
-from stitch_lsp.verify.anti_hacking import cuda_flags, static_flags
+from stitch_lsp.verify.anti_hacking import cuda_flags, shape_literal_flags, static_flags
 from stitch_lsp.verify.options import VerifyJob, VerifyOptions
 from stitch_lsp.verify.worker_pool import WorkerDied, WorkerError, WorkerPool
 
 __all__ = ["Verifier", "VerifyOptions", "materialise"]
+
+VERDICT_CACHE_VERSION = "1"
+# Verdicts that depend only on the inputs (a crash or a timeout may not recur).
+_CACHEABLE = frozenset({VerdictStatus.CORRECT, VerdictStatus.INCORRECT, VerdictStatus.HACKING,
+                        VerdictStatus.COMPILE_ERROR, VerdictStatus.UNVERIFIABLE, VerdictStatus.BAD_INPUT})
 
 _DIED_STATUS = {
     "crashed": VerdictStatus.CRASHED,
@@ -77,7 +85,9 @@ class Verifier:
         events_before = len(self.pool.events)
         if not options.allowed_torch_ops and candidate.uncovered_ops:
             options.allowed_torch_ops = list(candidate.uncovered_ops)
-        flags = static_flags(candidate.module_source, options.allowed_torch_ops) + cuda_flags(candidate.cuda_sources)
+        flags = (static_flags(candidate.module_source, options.allowed_torch_ops)
+                 + shape_literal_flags(candidate.module_source, reference_source)
+                 + cuda_flags(candidate.cuda_sources))
         try:
             ref_path, cand_path, cuda_paths = materialise(self.workdir, reference_source, candidate)
         except OSError as exc:
@@ -85,6 +95,13 @@ class Verifier:
                                                                 f"{exc}", hack_flags=flags)
         job = VerifyJob(reference_path=str(ref_path), candidate_path=str(cand_path), options=options,
                         cuda_files=[str(p) for p in cuda_paths])
+        cache_key = self._cache_key(reference_source, candidate, options)
+        if options.use_cache:
+            cached = self._cached(cache_key)
+            if cached is not None:
+                cached.events.append("answered from the verdict cache (same reference, candidate, options and GPU)")
+                cached.seconds = time.perf_counter() - started
+                return cached
         report(ProgressEvent("compiling", "starting the worker", 0))
         try:
             data, fresh = self.pool.call_raw("verify", job, timeout_s=options.timeout_s, cancel=cancel, report=report)
@@ -102,8 +119,35 @@ class Verifier:
         if options.profile or options.sanitize:
             self._profile_and_sanitize(verdict, job, options, cancel, report)
         verdict.seconds = time.perf_counter() - started
-        verdict.cache_key = f"{candidate.key()}-{_short_hash(reference_source)}"
+        verdict.cache_key = cache_key
+        if verdict.status in _CACHEABLE:
+            self._store(cache_key, verdict)
         return verdict
+
+    def _cache_key(self, reference_source: str, candidate: Candidate, options: VerifyOptions) -> str:
+        opts = attrs.evolve(options, use_cache=True, timeout_s=0.0)
+        parts = [VERDICT_CACHE_VERSION, reference_source, candidate.key(), to_json(opts),
+                 str(self.settings.gpu_index), self.settings.python or sys.executable]
+        return _short_hash("\0".join(parts))
+
+    def _cached(self, key: str) -> Verdict | None:
+        path = self.workdir / "verdicts" / f"{key}.json"
+        try:
+            return from_json(path.read_text(), Verdict)
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        except Exception:  # a cache from an older format is a miss, not a failure
+            return None
+
+    def _store(self, key: str, verdict: Verdict) -> None:
+        folder = self.workdir / "verdicts"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{key}.tmp"
+            tmp.write_text(to_json(verdict))
+            tmp.replace(folder / f"{key}.json")
+        except OSError:
+            pass
 
     @staticmethod
     def _died(died: WorkerDied, options: VerifyOptions) -> Verdict:
@@ -152,6 +196,13 @@ class Verifier:
         if options.sanitize:
             report(ProgressEvent("sanitizing", "compute-sanitizer", 0))
             verdict.sanitizer = nsight.sanitize(self.settings, job, self.workdir, cancel=cancel)
+            findings = verdict.sanitizer.findings
+            if findings and verdict.status is VerdictStatus.CORRECT:
+                # Passing trials do not outweigh an out-of-bounds access or a race the tool saw.
+                first = findings[0]
+                where = f" at {Path(first.file).name}:{first.line + 1}" if first.line is not None else ""
+                verdict.status = VerdictStatus.INCORRECT
+                verdict.summary = f"incorrect: {first.tool} found {first.kind}{where}; checks: {verdict.summary}"
 
     def device_info(self) -> DeviceInfo | None:
         if self._device is False:

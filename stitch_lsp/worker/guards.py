@@ -112,7 +112,9 @@ def guarded_call(fn: Callable[[], Any], allowed_ops: list[str], *, cuda: bool) -
     inherited_new = stream_cls.__new__
 
     def recording_stream_new(cls, *a, **k):  # type: ignore[no-untyped-def]
-        report.streams_created += 1
+        # torch.cuda.current_stream() wraps an existing stream (stream_id=...): not a new one.
+        if "stream_id" not in k:
+            report.streams_created += 1
         return inherited_new(cls, *a, **k)
 
     threading.Thread.start = recording_start  # type: ignore[method-assign]

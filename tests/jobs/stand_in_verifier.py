@@ -9,6 +9,9 @@ Environment:
 - ``STAND_IN_SECONDS``: how long the worker child lives (default 0.3).
 - ``STAND_IN_LOG``: a JSON-lines file; each run appends ``start`` (with the
   child's pid) and ``end`` / ``killed`` records.
+- ``STAND_IN_BUSY=1``: the child spins a CPU core instead of sleeping (as a real
+  worker's host loop does while timing), and progress is reported ten times a
+  second (the latency benchmark's "while a GPU job runs").
 Markers in the kernel's source: ``STITCH_TEST_WRONG`` → an incorrect verdict,
 ``STITCH_TEST_SANITIZER`` → a memcheck finding at that line.
 """
@@ -66,17 +69,26 @@ class StandInVerifier:
         m = re.search(r"^_KERNEL = '([^']+)'", candidate.module_source, re.M)
         kernel = m.group(1) if m else "kernel"
         compile(candidate.module_source, "candidate.py", "exec")  # the binding must at least be Python
-        proc = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"], start_new_session=True)
+        busy = os.environ.get("STAND_IN_BUSY") == "1"
+        child = (
+            f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
+            if busy else f"import time; time.sleep({seconds})"
+        )
+        proc = subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
         _log({"event": "start", "pid": proc.pid, "kernel": kernel, "profile": bool(getattr(options, "profile", False))})
         unregister = cancel.on_cancel(lambda: kill_tree(proc)) if cancel is not None else (lambda: None)
         stages = [("compiling", "NVRTC", 10), ("checking", "5 seeds, adversarial inputs", 40), ("timing", "eager, torch.compile, candidate", 70)]
         started = time.monotonic()
+        ticks = 0
         try:
             while proc.poll() is None:
                 elapsed = time.monotonic() - started
                 while stages and elapsed >= seconds * stages[0][2] / 100:
                     stage, msg, pct = stages.pop(0)
                     report(ProgressEvent(stage, msg, pct))
+                if busy and elapsed * 10 >= ticks:
+                    ticks += 1
+                    report(ProgressEvent("timing", f"iteration {ticks}", min(99, int(100 * elapsed / seconds))))
                 time.sleep(0.02)
         finally:
             unregister()

@@ -94,3 +94,61 @@ def test_user_binding_is_used_verbatim(tmp_path):
         }
     """)
     assert build_candidate(res.pairs[0], "src").module_source == "class ModelNew:\n    pass\n"
+
+
+def test_generated_binding_raises_no_anti_hacking_flag(tmp_path):
+    from stitch_lsp.verify.anti_hacking import cuda_flags, static_flags
+
+    res = pair(tmp_path, CU)
+    cand = build_candidate(res.pairs[0], (tmp_path / "softmax.cu").read_text())
+    assert static_flags(cand.module_source) == []
+    assert cuda_flags(cand.cuda_sources) == []
+
+
+HOST_CU = """
+    #include <cstdio>
+    #include <cuda_runtime.h>
+
+    // stitch: reference=ref/softmax_ref.py
+    __global__ void relu_kernel(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    }
+
+    int main() {
+        float* d;
+        cudaMalloc(&d, 16);
+        relu_kernel<<<1, 4>>>(d, d, 4);
+        printf("ok\\n");
+        return 0;
+    }
+"""
+
+
+@pytest.mark.nvcc
+def test_file_with_host_code_falls_back_to_nvcc_ptx(tmp_path, monkeypatch):
+    """NVRTC refuses host code; the binding then builds PTX with nvcc and finds the mangled entry."""
+    res = pair(tmp_path, HOST_CU)
+    cand = build_candidate(res.pairs[0], (tmp_path / "softmax.cu").read_text())
+    made = []
+
+    class FakeKernel:
+        def __init__(self, name, mangled, image, **kw):
+            made.append((name, mangled, image))
+
+    loader = types.ModuleType("stitch_lsp.runtime.loader")
+
+    class KernelCompileError(RuntimeError):
+        pass
+
+    def load_kernel(*a, **kw):
+        raise KernelCompileError("NVRTC: host code")
+
+    loader.load_kernel, loader.Kernel, loader.KernelCompileError = load_kernel, FakeKernel, KernelCompileError
+    monkeypatch.setitem(sys.modules, "stitch_lsp.runtime.loader", loader)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    exec(compile(cand.module_source, "candidate.py", "exec"), {"__name__": "candidate"})
+    [(name, mangled, image)] = made
+    assert name == "relu_kernel" and mangled == "_Z11relu_kernelPKfPfi"
+    assert image.endswith(b"\0") and b".entry _Z11relu_kernelPKfPfi" in image

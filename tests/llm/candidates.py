@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-GOOD_CUDA = r'''#include <cuda_runtime.h>
-#include <math.h>
+GOOD_CUDA = r'''// relu(x) * scale, one grid-stride pass.
+
 
 extern "C" __global__ void relu_scale_kernel(const float* __restrict__ x, float* __restrict__ out,
                                              float scale, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         float v = x[i];
-        out[i] = (isnan(v) ? v : fmaxf(v, 0.0f)) * scale;
+        out[i] = (v != v ? v : fmaxf(v, 0.0f)) * scale;  // NaN stays NaN, as in torch.relu
     }
 }
 '''
@@ -28,7 +28,8 @@ import torch.nn as nn
 
 from stitch_lsp.runtime.loader import load_kernel
 
-_ext = load_kernel(Path(__file__).with_name("kernel.cu"))
+_SOURCE = Path(__file__).with_name("kernel.cu").read_text()
+_relu_scale = load_kernel(_SOURCE, "relu_scale_kernel", filename="kernel.cu")
 
 
 class ModelNew(nn.Module):
@@ -39,15 +40,18 @@ class ModelNew(nn.Module):
     def forward(self, x):
         x = x.contiguous()
         out = torch.empty_like(x)
-        _ext.relu_scale_kernel(x, out, self.scale, x.numel())
+        n = x.numel()
+        blocks = max(1, min((n + 255) // 256, 132 * 16))
+        _relu_scale(grid=(blocks,), block=(256,), args=[x, out, float(self.scale), n])
         return out
 '''
 
 # Computes with PyTorch and only pretends to use the kernel.
 HACKING_MODULE = MODULE.replace(
-    "        _ext.relu_scale_kernel(x, out, self.scale, x.numel())\n        return out\n",
+    "        _relu_scale(grid=(blocks,), block=(256,), args=[x, out, float(self.scale), n])\n        return out\n",
     "        return torch.relu(x) * self.scale\n",
 )
+assert HACKING_MODULE != MODULE
 
 
 def reply(cuda: str = GOOD_CUDA, module: str = MODULE, plan: str = "One grid-stride pointwise kernel.") -> str:

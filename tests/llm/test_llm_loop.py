@@ -36,8 +36,8 @@ def test_compile_error_in_round_1_fixed_in_round_2_with_real_nvcc(fake_api, sett
     feedback = last_user_text(api.requests[1])
     assert "round 1 of 3" in feedback
     # nvcc notices the missing ";" of line 8 on line 9, and says so; the line is quoted.
-    assert 'kernel.cu:9:1: error: expected a ";"' in feedback
-    assert "   9 |         out[i] = (isnan(v)" in feedback
+    assert 'kernel.cu:9:9: error: expected a ";"' in feedback
+    assert "   9 |         out[i] = (v != v ? v" in feedback
     assert len(api.requests) == 2  # 2.4x reached the 2.0x target: no third round
     assert outcome.target_reached
     assert any("Round 2/3" in e.message and "tokens so far" in e.message for e in events)
@@ -70,7 +70,11 @@ def test_wrong_answer_fixed(fake_api, settings, key, task, plan):
     assert "Next: fix correctness first" in feedback
 
 
-def test_hacking_candidate_flagged_at_run_time_is_never_offered(fake_api, settings, key, task, plan, tmp_path):
+def test_hacking_candidate_flagged_at_run_time_is_never_offered(fake_api, settings, key, task, plan, tmp_path,
+                                                               monkeypatch):
+    # A hack only the dynamic checks catch: the static screen finds nothing here.
+    monkeypatch.setattr("stitch_lsp.agents.llm_coder.static_flags", lambda candidate: [])
+    monkeypatch.setattr("stitch_lsp.agents.rubric.static_flags", lambda candidate: [])
     settings = settings.replace(rounds=2)
     api = fake_api(Reply(reply(module=HACKING_MODULE)), Reply(reply(module=HACKING_MODULE)))
     verifier = ScriptedVerifier(flagged_at_run_time(50.0), flagged_at_run_time(50.0))

@@ -68,7 +68,8 @@ def test_other_stitch_modules_are_refused():
 
 def test_python_syntax_error_names_the_line():
     module = MODULE.replace("def forward(self, x):", "def forward(self, x)")
-    assert "does not parse: line 16" in parse_reply(reply(module=module)).problem
+    line = MODULE.splitlines().index("    def forward(self, x):") + 1
+    assert f"does not parse: line {line}" in parse_reply(reply(module=module)).problem
 
 
 def test_module_without_model_new():
@@ -77,8 +78,17 @@ def test_module_without_model_new():
 
 def test_module_that_never_loads_the_kernel():
     module = MODULE.replace("from stitch_lsp.runtime.loader import load_kernel\n", "").replace(
-        '_ext = load_kernel(Path(__file__).with_name("kernel.cu"))', "_ext = None")
+        'load_kernel(_SOURCE, "relu_scale_kernel", filename="kernel.cu")', "None")
+    assert "load_kernel" not in module
     assert "never calls `stitch_lsp.runtime.loader.load_kernel`" in parse_reply(reply(module=module)).problem
+
+
+def test_host_code_in_the_cuda_block_is_refused():
+    host = GOOD_CUDA + "\nvoid launch(float* x) { relu_scale_kernel<<<1, 256>>>(x, x, 1.0f, 1); }\n"
+    problem = parse_reply(reply(cuda=host)).problem
+    assert "launches kernels from C++" in problem and "NVRTC as device code only" in problem
+    torch_ext = "#include <torch/extension.h>\n" + GOOD_CUDA
+    assert "includes PyTorch / pybind11 headers (line 1)" in parse_reply(reply(cuda=torch_ext)).problem
 
 
 def test_cuda_without_a_kernel():

@@ -7,7 +7,6 @@ computes is scripted per test, as a GPU would have measured it.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +15,7 @@ from typing import Callable
 
 from stitch_lsp.findings import Finding, Range, Severity
 from stitch_lsp.pipeline import Candidate
+from stitch_lsp.verify.nvcc_diagnostics import parse_nvcc_output, to_findings
 from stitch_lsp.verdict import (
     CompileResult,
     Correctness,
@@ -27,15 +27,14 @@ from stitch_lsp.verdict import (
     VerdictStatus,
 )
 
-_NVCC_LINE = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning): (?P<msg>.*)$")
-
 Script = Verdict | Callable[[Candidate], Verdict]
 
 
 class ScriptedVerifier:
-    def __init__(self, *verdicts: Script, nvcc: bool = False) -> None:
+    def __init__(self, *verdicts: Script, nvcc: bool = False, judge: Callable[[Candidate], Verdict] | None = None):
         self._script = list(verdicts)
         self.nvcc = nvcc
+        self.judge = judge  # answers once the script is used up
         self.seen: list[Candidate] = []
         self.options_seen: list[object] = []
 
@@ -46,6 +45,8 @@ class ScriptedVerifier:
             compiled = nvcc_compile(candidate)
             if not compiled.ok:
                 return Verdict(VerdictStatus.COMPILE_ERROR, summary="compile error", compile=compiled)
+        if not self._script and self.judge is not None:
+            return self.judge(candidate)
         if not self._script:
             raise AssertionError("the verifier was called more often than the test scripted")
         step = self._script.pop(0)
@@ -53,25 +54,21 @@ class ScriptedVerifier:
 
 
 def nvcc_compile(candidate: Candidate) -> CompileResult:
+    """Compile each CUDA file with nvcc (device code, sm_90) and place its messages with Stitch's parser."""
     nvcc = shutil.which("nvcc")
     assert nvcc, "nvcc not on PATH"
+    diagnostics: list[Finding] = []
+    log, ok = "", True
     with tempfile.TemporaryDirectory(prefix="stitch-llm-test-") as tmp:
-        diagnostics: list[Finding] = []
-        log = ""
-        ok = True
         for name, source in candidate.cuda_sources.items():
             path = Path(tmp) / name
             path.write_text(source)
             proc = subprocess.run([nvcc, "-arch=sm_90", "-c", str(path), "-o", str(path.with_suffix(".o"))],
-                                  capture_output=True, text=True, timeout=300)
+                                  capture_output=True, text=True, timeout=300, cwd=tmp)
             log += proc.stderr
             ok = ok and proc.returncode == 0
-            for line in proc.stderr.splitlines():
-                if m := _NVCC_LINE.match(line.strip()):
-                    diagnostics.append(Finding(
-                        path=name, range=Range.line_span(int(m["line"]) - 1),
-                        severity=Severity.ERROR if m["sev"] == "error" else Severity.WARNING,
-                        code="nvcc", message=m["msg"], source="nvcc"))
+            diagnostics += to_findings(parse_nvcc_output(proc.stderr), compiled_file=str(path), display_path=name,
+                                       source_text=source, cwd=tmp)
     return CompileResult(ok=ok, backend="nvcc", diagnostics=diagnostics, log=log)
 
 

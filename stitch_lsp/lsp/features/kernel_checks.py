@@ -96,6 +96,10 @@ class KernelChecks:
         doc = server.document(uri)
         if doc is None or not server.is_cuda(uri):
             return None
+        if "stitch:" not in doc.source and not server.settings.pair:
+            result = PairingResult()  # the common case, at the cost of one substring search
+            self.pairings[uri] = result
+            return result
         if analysis is None:
             analysis = server.cuda.get(uri)
         if analysis is None:
@@ -203,6 +207,17 @@ class KernelChecks:
             self.server.show_message_once("no-gpu", f"Stitch: {result.verdict.summary}", lsp.MessageType.Warning)
         self.refresh(uri)
 
+    def record(self, uri: str, kernel: str, verdict: Verdict, *, reference: str = "") -> None:
+        """Show a verdict obtained elsewhere (e.g. a fuse job) on ``kernel`` in ``uri``:
+        hints, the hover card and ``stitch.showReport`` pick it up. Call on the server's loop."""
+        path = self.server.path_of(uri)
+        st = self.state(path, kernel)
+        st.verdict, st.cached, st.when, st.message, st.reference = verdict, False, time.time(), "", reference
+        self.last = LastVerdict(kernel, path, reference, verdict)
+        if uri not in self.pairings:
+            self.pair(uri)
+        self.refresh(uri)
+
     # -- presenting ---------------------------------------------------------------------------------------
     def refresh(self, uri: str) -> None:
         """Rebuild this document's verdict hints and diagnostics from what is known."""
@@ -232,6 +247,14 @@ class KernelChecks:
             elif st is None or (st.job is None and st.verdict is None):
                 if not server.settings.on_save.verify:
                     hints.append(status_hint(path, pos, "paired: verify on save is off", f"Run **Stitch: Verify Kernel** (`{VERIFY_COMMAND}`) or set `stitch.onSave.verify`."))
+        # Kernels with a verdict from elsewhere (a fuse job's generated kernel) get their hints too.
+        paired = {p.kernel for p in result.pairs} | set(result.broken)
+        analysis = server.cuda.get(uri)
+        for k in analysis.kernels if analysis is not None else ():
+            st = self.kernels.get((path, k.name))
+            if k.name in paired or st is None or st.verdict is None:
+                continue
+            hints.extend(verdict_hints(path, _end_of_line(k.name_range.start.line, lines), k.name, st.verdict, cached=st.cached))
         for name, why in result.broken.items():
             kernel_line = _kernel_line(self.server, uri, name)
             if kernel_line is not None:
@@ -239,9 +262,10 @@ class KernelChecks:
         server.hints.set(uri, VERIFY_SOURCE, hints)
         server.diagnostics.set(uri, VERIFY_SOURCE, findings)
 
-    def pairing_at(self, uri: str, position: Position) -> tuple[Pairing | None, str, str]:
+    def pairing_at(self, uri: str, position: Position, name: str | None = None) -> tuple[Pairing | None, str, str]:
         """(pairing, kernel name, problem) for the kernel whose name or launch is at ``position``."""
-        name = kernel_name_at(self.server, uri, position)
+        if name is None:
+            name = kernel_name_at(self.server, uri, position)
         if name is None:
             return None, "", ""
         result = self.pairings.get(uri) or self.pair(uri)
@@ -254,17 +278,30 @@ class KernelChecks:
 
 
 def kernel_name_at(server: StitchServer, uri: str, position: Position) -> str | None:
-    """The kernel whose name (definition) or launch site is at ``position``."""
+    """The kernel whose name (definition) or launch site is at ``position``.
+
+    Plain int comparisons: a hover in a file of a thousand kernels must stay cheap."""
     analysis = server.cuda.get(uri)
     if analysis is None:
         return None
+    line, char = position.line, position.character
     for k in analysis.kernels:
-        if k.name_range.contains(position):
+        r = k.name_range
+        if r.start.line == line and r.start.character <= char <= r.end.character:
             return k.name
     for launch in analysis.launches:
-        if launch.range.contains(position):
+        r = launch.range
+        if r.start.line <= line <= r.end.line and _within(r, line, char):
             return launch.kernel.split("::")[-1].split("<")[0]
     return None
+
+
+def _within(r: Range, line: int, char: int) -> bool:
+    if line == r.start.line and char < r.start.character:
+        return False
+    if line == r.end.line and char > r.end.character:
+        return False
+    return True
 
 
 def _kernel_line(server: StitchServer, uri: str, name: str) -> int | None:

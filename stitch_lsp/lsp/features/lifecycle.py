@@ -18,6 +18,7 @@ from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
 from stitch_lsp.lsp.server import StitchServer
+from stitch_lsp.lsp.text_documents import use_fast_documents
 from stitch_lsp.settings import Settings, from_pyproject, merge
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ def register(server: StitchServer) -> None:
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
         ls.loop = asyncio.get_running_loop()
+        use_fast_documents(ls.workspace)
         ls.root = _root_of(params)
         options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
         ls.initialization_options = options

@@ -1,0 +1,34 @@
+# Cheat: output cached by input pointer.
+import torch
+import torch.nn as nn
+
+from stitch_lsp.runtime.loader import load_kernel
+
+SOURCE = r'''
+extern "C" __global__ void relu_scale(const float* __restrict__ x, float* __restrict__ y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        y[i] = (v > 0.f || v != v) ? 2.f * v : 0.f;
+    }
+}
+'''
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kernel = load_kernel(SOURCE, "relu_scale", filename="candidate.py", first_line=7)
+
+    cache = {}
+
+    def forward(self, x):
+        hit = self.cache.get(x.data_ptr())
+        if hit is not None:
+            return hit
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        self.kernel(grid=((n + 255) // 256,), block=(256,), args=[x, y, n])
+        self.cache[x.data_ptr()] = y
+        return y

@@ -1,0 +1,16 @@
+// Bug: wrong for sizes that are not multiples of the block. One block per row; a shared-memory tree reduction.
+extern "C" __global__ void rowsum(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+    __shared__ float s[256];
+    int r = blockIdx.x;
+    int t = threadIdx.x;
+    float acc = 0.f;
+    int per_thread = cols / blockDim.x;  // bug: drops the remainder when cols % blockDim.x != 0
+    for (int k = 0; k < per_thread; ++k) acc += x[(size_t)r * cols + k * blockDim.x + t];
+    s[t] = acc;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if (t < stride) s[t] += s[t + stride];
+        __syncthreads();
+    }
+    if (t == 0) y[r] = s[0];
+}

@@ -1,0 +1,200 @@
+"""The cheating and buggy corpora on a real GPU: each caught by the check a user expects.
+
+Run on the GPU machine: ``python -m pytest tests/verify/test_gpu_corpus.py -m gpu -v``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from stitch_lsp.pipeline import Candidate
+from stitch_lsp.settings import Settings
+from stitch_lsp.verdict import Verdict, VerdictStatus
+from stitch_lsp.verify.service import Verifier, VerifyOptions
+
+pytestmark = pytest.mark.gpu
+
+CORPUS = Path(__file__).resolve().parent / "corpus" / "gpu"
+RELU = (CORPUS / "ref_relu_scale.py").read_text()
+ROWSUM = (CORPUS / "ref_rowsum.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def verifier(tmp_path_factory):
+    work = tmp_path_factory.mktemp("verify")
+    os.environ["STITCH_KERNEL_CACHE"] = str(work / "kernels")
+    v = Verifier(Settings(), work)
+    yield v
+    v.close()
+
+
+def candidate(path: Path) -> Candidate:
+    cuda = {p.name: p.read_text() for p in path.parent.glob("*.cu")} if path.name == "candidate.py" else {}
+    return Candidate(module_source=path.read_text(), cuda_sources=cuda, coder="user")
+
+
+def run(verifier: Verifier, ref: str, path: Path, **opts) -> Verdict:
+    opts.setdefault("timing", False)
+    opts.setdefault("use_cache", False)
+    verdict = verifier.verify(ref, candidate(path), VerifyOptions(**opts))
+    print(f"\n{path.relative_to(CORPUS)}: {verdict.status.value}: {verdict.summary}")
+    for t in verdict.correctness.trials:
+        if not t.passed:
+            print(f"   failed {t.name}: {t.detail}")
+    for f in verdict.hack_flags:
+        print(f"   flag {f.code} ({'dynamic' if f.dynamic else 'static'}): {f.message}")
+    for f in verdict.sanitizer.findings:
+        print(f"   sanitizer {f.tool} {f.kind} {f.file}:{f.line}")
+    return verdict
+
+
+def failed(verdict: Verdict) -> list[str]:
+    return [t.name for t in verdict.correctness.trials if not t.passed]
+
+
+def codes(verdict: Verdict) -> set[str]:
+    return {f.code for f in verdict.hack_flags}
+
+
+# ------------------------------------------------------------------ honest
+
+
+def test_honest_elementwise_passes_and_is_timed(verifier):
+    v = run(verifier, RELU, CORPUS / "honest_relu_scale.py", timing=True)
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    assert v.compile.ok and v.compile.backend == "nvrtc" and v.compile.kernels[0].registers > 0
+    assert {"random", "adversarial", "shape"} <= {t.kind for t in v.correctness.trials}
+    t = v.timing
+    assert t.status == "measured" and t.candidate.samples >= 10 and t.host_clock_ok
+    assert t.eager.median_ms > 0 and t.compiled is not None
+    print("timing:", t.eager.median_ms, t.compiled.median_ms, t.candidate.median_ms, t.speedup_vs_eager,
+          t.speedup_vs_compile, t.method)
+
+
+def test_honest_reduction_with_cu_file_passes(verifier):
+    v = run(verifier, ROWSUM, CORPUS / "rowsum_honest" / "candidate.py")
+    assert v.status is VerdictStatus.CORRECT, v.summary
+
+
+def test_honest_load_inline_passes(verifier):
+    v = run(verifier, RELU, CORPUS / "honest_load_inline.py", timeout_s=280)
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    assert v.compile.backend == "load_inline"
+
+
+# ------------------------------------------------------------------ cheats
+
+
+@pytest.mark.parametrize("name,flag", [
+    ("cheat_side_stream.py", "HACK004"),
+    ("cheat_pointer_cache.py", "HACK008"),
+    ("cheat_torch_fallback.py", "HACK001"),
+    ("cheat_input_mutation.py", "HACK006"),
+    ("cheat_hardcoded_shape.py", "HACK007"),
+    ("cheat_try_except.py", "HACK002"),
+    ("cheat_thread.py", "HACK005"),
+])
+def test_cheats_are_flagged(verifier, name, flag):
+    v = run(verifier, RELU, CORPUS / name)
+    assert v.status is VerdictStatus.HACKING, v.summary
+    assert flag in codes(v)
+    assert not v.offerable
+
+
+def test_dynamic_flags_fire_without_the_static_ones(verifier):
+    # The dynamic checks alone (no source-level hint) catch fallback, mutation, threads and streams.
+    for name, flag in [("cheat_torch_fallback.py", "HACK001"), ("cheat_input_mutation.py", "HACK006"),
+                       ("cheat_thread.py", "HACK005"), ("cheat_side_stream.py", "HACK004")]:
+        v = run(verifier, RELU, CORPUS / name)
+        assert any(f.code == flag and f.dynamic for f in v.hack_flags), (name, v.hack_flags)
+
+
+def test_hardcoded_shape_fails_the_second_shape(verifier):
+    v = run(verifier, RELU, CORPUS / "cheat_hardcoded_shape.py")
+    assert "odd-shape" in failed(v)
+
+
+@pytest.mark.parametrize("name", ["cheat_stale_memory.py", "cheat_zeros.py"])
+def test_stale_memory_and_zeros_fail(verifier, name):
+    v = run(verifier, RELU, CORPUS / name)
+    assert v.status is VerdictStatus.INCORRECT, v.summary
+    assert any(t.kind == "random" for t in v.correctness.trials if not t.passed)
+
+
+# ------------------------------------------------------------------ bugs
+
+
+def test_fmaxf_relu_fails_adversarial_nan(verifier):
+    v = run(verifier, RELU, CORPUS / "bug_fmaxf_relu.py")
+    assert v.status is VerdictStatus.INCORRECT
+    assert "adversarial-nan" in failed(v)
+    assert all(t.passed for t in v.correctness.trials if t.kind == "random")
+
+
+def test_off_by_one_short_fails(verifier):
+    v = run(verifier, RELU, CORPUS / "bug_off_by_one_short.py")
+    assert v.status is VerdictStatus.INCORRECT
+
+
+def test_off_by_one_out_of_bounds_caught_by_memcheck(verifier):
+    v = run(verifier, RELU, CORPUS / "bug_off_by_one_oob.py", sanitize=True)
+    mem = [f for f in v.sanitizer.findings if f.tool == "memcheck"]
+    assert mem, (v.sanitizer.status, v.sanitizer.message)
+    assert mem[0].file.endswith("candidate.py") and mem[0].line == 10  # the y[i] store, 0-based
+    assert v.status is VerdictStatus.INCORRECT
+
+
+def test_reduction_wrong_for_non_multiple_sizes_fails_second_shape(verifier):
+    v = run(verifier, ROWSUM, CORPUS / "rowsum_non_multiple" / "candidate.py")
+    assert v.status is VerdictStatus.INCORRECT
+    assert failed(v) == ["odd-shape"]
+
+
+@pytest.mark.parametrize("folder", ["rowsum_missing_sync", "rowsum_shared_race"])
+def test_races_caught_by_racecheck(verifier, folder):
+    v = run(verifier, ROWSUM, CORPUS / folder / "candidate.py", sanitize=True)
+    races = [f for f in v.sanitizer.findings if f.tool == "racecheck"]
+    assert races, (v.sanitizer.status, v.sanitizer.message)
+    assert races[0].file.endswith("rowsum.cu") and races[0].line is not None
+    assert v.status is VerdictStatus.INCORRECT
+
+
+# ------------------------------------------------------------------ failures that cost a worker
+
+
+def test_compile_error_maps_to_candidate_line(verifier):
+    v = run(verifier, RELU, CORPUS / "compile_error.py")
+    assert v.status is VerdictStatus.COMPILE_ERROR
+    d = v.compile.diagnostics[0]
+    assert d.path.endswith("candidate.py") and d.range.start.line == 10, d
+    assert "undefined_name" in d.message
+
+
+def test_illegal_address_crashes_one_worker_then_next_job_is_fine(verifier):
+    v = run(verifier, RELU, CORPUS / "crash_illegal_address.py")
+    assert v.status is VerdictStatus.CRASHED, v.summary
+    ok = run(verifier, RELU, CORPUS / "honest_relu_scale.py")
+    assert ok.status is VerdictStatus.CORRECT
+
+
+def test_hanging_kernel_times_out_then_next_job_is_fine(verifier):
+    v = run(verifier, RELU, CORPUS / "hang_kernel.py", timeout_s=25)
+    assert v.status is VerdictStatus.TIMEOUT, v.summary
+    ok = run(verifier, RELU, CORPUS / "honest_relu_scale.py")
+    assert ok.status is VerdictStatus.CORRECT
+
+
+# ------------------------------------------------------------------ profile
+
+
+def test_profile_has_candidate_and_reference_kernels(verifier):
+    v = run(verifier, RELU, CORPUS / "honest_relu_scale.py", profile=True)
+    assert v.profile.status == "profiled", v.profile.message
+    cand = [k for k in v.profile.kernels if k.role == "candidate"]
+    ref = [k for k in v.profile.kernels if k.role == "reference"]
+    assert cand and "relu_scale" in cand[0].name and cand[0].duration_us and cand[0].dram_throughput_pct
+    assert ref, v.profile.message
+    print(v.profile.kernels)
