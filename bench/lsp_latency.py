@@ -11,11 +11,13 @@ generated CUDA file (10,000 lines by default) and measures, from the client side
   part), ``code actions`` (at a rule finding, with its diagnostic in the context).
 
 Prints p50 / p99 / max per scenario and condition. Conditions are the state of the
-server while measuring (``idle`` here); add one by writing an async context manager
-``condition(bench)`` and registering it in ``CONDITIONS`` (for example one that
-starts a GPU job first and cancels it afterwards).
+server while measuring: ``idle``, or ``gpu-job`` (a verification job runs the whole
+time, streaming work-done progress; see ``bench/job_condition.py``). Add one by
+writing an async context manager ``condition(bench)`` and registering it in
+``CONDITIONS``.
 
     python bench/lsp_latency.py [--lines 10000] [--iterations 200] [--out bench/results/lsp_latency.txt]
+    python bench/lsp_latency.py --conditions idle gpu-job [--real-gpu]
 """
 
 from __future__ import annotations
@@ -147,6 +149,17 @@ class Bench:
         def show_message(params: lsp.ShowMessageParams) -> None:
             return None
 
+        self.progress_notifications = 0
+        self.notes: list[str] = []  # what a condition wants said under the table
+
+        @self.client.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def create_progress(params: lsp.WorkDoneProgressCreateParams) -> None:
+            return None
+
+        @self.client.feature(lsp.PROGRESS)
+        def progress(params: lsp.ProgressParams) -> None:
+            self.progress_notifications += 1
+
     async def start(self) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -154,6 +167,7 @@ class Bench:
             sys.executable, "-m", "stitch_lsp", "--log-file", str(self.log_file), "--log-level", "WARNING", env=env
         )
         caps = lsp.ClientCapabilities(
+            window=lsp.WindowClientCapabilities(work_done_progress=True),
             workspace=lsp.WorkspaceClientCapabilities(configuration=True),
             text_document=lsp.TextDocumentClientCapabilities(
                 synchronization=lsp.TextDocumentSyncClientCapabilities(did_save=True),
@@ -289,8 +303,11 @@ async def idle(bench: Bench) -> AsyncIterator[None]:
     yield
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from job_condition import gpu_job, stand_in_env  # noqa: E402
+
 Condition = Callable[[Bench], contextlib.AbstractAsyncContextManager]
-CONDITIONS: dict[str, Condition] = {"idle": idle}
+CONDITIONS: dict[str, Condition] = {"idle": idle, "gpu-job": gpu_job}
 
 
 # -- running and reporting -----------------------------------------------------------------------
@@ -323,6 +340,8 @@ async def run(args: argparse.Namespace) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="stitch-latency-") as tmp:
         root = Path(tmp)
         bench = Bench(root, text, root / "server.log")
+        if "gpu-job" in args.conditions and not args.real_gpu:
+            os.environ.update(stand_in_env(root))
         await bench.start()
         try:
             results: list[tuple[str, str, list[float], float]] = []
@@ -350,6 +369,9 @@ async def run(args: argparse.Namespace) -> list[str]:
         out.append(
             f"{cond_name:<10} {name:<20} {p50:8.1f} {p99:8.1f} {max(ms):8.1f} {goal:8.0f}   {'yes' if p99 < goal else 'NO'}"
         )
+    if bench.notes:
+        out.append("")
+        out += bench.notes
     return out
 
 
@@ -360,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
     parser.add_argument("--conditions", nargs="+", default=["idle"], choices=list(CONDITIONS))
+    parser.add_argument("--real-gpu", action="store_true",
+                        help="gpu-job: run the real Verifier on this machine's GPU (default: the CPU stand-in worker)")
     parser.add_argument("--out", type=Path, help="also write the report here, with the command that made it")
     args = parser.parse_args(argv)
     lines = asyncio.run(run(args))

@@ -102,8 +102,3 @@ def redact(text: str, secret: Secret | None) -> str:
         return text
     return text.replace(secret.reveal(), "<redacted>")
 
-
-def scrubbed_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``env`` (default: os.environ) without Anthropic credentials, for child processes."""
-    source = dict(os.environ if env is None else env)
-    return {k: v for k, v in source.items() if not k.upper().startswith("ANTHROPIC_")}

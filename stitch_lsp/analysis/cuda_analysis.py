@@ -18,6 +18,9 @@ file. ``CudaAnalysis.parse_ok`` is False whenever the file has any syntax error,
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import gc
 import hashlib
 import logging
 import threading
@@ -76,61 +79,102 @@ class _Unit:
         self.is_prototype = is_prototype
 
 
-def _units_and_constants(src: bytes, root: Node) -> tuple[list[_Unit], Constants]:
-    units: list[_Unit] = []
-    values: list[tuple[str, str]] = []
-    macros: list[str] = []
-    includes: list[str] = []
+class _Top:
+    """What one top-level node of the file contributes: its functions and constants.
 
-    def visit(container: Node) -> None:
-        for node in container.children:
-            t = node.type
-            if t == "function_definition":
-                units.append(_Unit(node, node, False))
-            elif t == "template_declaration":
-                inner = next((c for c in operands(node)
-                              if c.type in ("function_definition", "declaration")), None)
-                if inner is not None and inner.type == "function_definition":
-                    units.append(_Unit(inner, node, False))
-                elif inner is not None and _is_cuda_prototype(inner):
-                    units.append(_Unit(inner, node, True))
-            elif t == "declaration":
-                if _is_cuda_prototype(node):
-                    units.append(_Unit(node, node, True))
-                else:
-                    _collect_const(src, node, values)
-            elif t == "linkage_specification":
-                body = node.child_by_field_name("body")
-                if body is None:
-                    continue
-                if body.type == "function_definition":
-                    units.append(_Unit(body, body, False))
-                elif body.type == "declaration" and _is_cuda_prototype(body):
-                    units.append(_Unit(body, body, True))
-                elif body.type == "declaration_list":
-                    visit(body)
-            elif t == "namespace_definition":
-                body = node.child_by_field_name("body")
-                if body is not None:
-                    visit(body)
-            elif t in _CONTAINERS:
-                visit(node)
-            elif t == "preproc_def":
-                name = node.child_by_field_name("name")
-                value = node.child_by_field_name("value")
-                if name is not None and value is not None:
-                    values.append((node_text(src, name), squash(node_text(src, value))))
-            elif t == "preproc_function_def":
-                name = node.child_by_field_name("name")
-                if name is not None:
-                    macros.append(node_text(src, name))
-            elif t == "preproc_include":
-                path = node.child_by_field_name("path")
-                if path is not None:
-                    includes.append(node_text(src, path).strip("<>\""))
+    Kept between versions of a document: a top-level node the edit did not touch is
+    reused (moved) without looking at its subtree again.
+    """
 
-    visit(root)
-    return units, Constants(tuple(values), tuple(macros), tuple(includes))
+    __slots__ = ("start", "end", "units", "entries", "values", "macros", "includes")
+
+    def __init__(self, start: int, end: int):
+        self.start, self.end = start, end
+        self.units: list[_Unit] = []  # fresh nodes to analyse (empty for a reused record)
+        self.entries: list[tuple[tuple, UnitResult]] = []  # (cache key, result) once analysed
+        self.values: list[tuple[str, str]] = []
+        self.macros: list[str] = []
+        self.includes: list[str] = []
+
+    def move(self, byte_delta: int, row_delta: int) -> "_Top":
+        """Move this record (in place: the previous version's records are not used again)."""
+        self.start += byte_delta
+        self.end += byte_delta
+        if row_delta:
+            self.entries = [(k, r.moved_to(r.row + row_delta)) for k, r in self.entries]
+        return self
+
+
+def _visit_top(src: bytes, node: Node) -> _Top:
+    top = _Top(node.start_byte, node.end_byte)
+    units, values, macros, includes = top.units, top.values, top.macros, top.includes
+
+    def visit_one(node: Node) -> None:
+        t = node.type
+        if t == "function_definition":
+            units.append(_Unit(node, node, False))
+        elif t == "template_declaration":
+            inner = next((c for c in operands(node) if c.type in ("function_definition", "declaration")), None)
+            if inner is not None and inner.type == "function_definition":
+                units.append(_Unit(inner, node, False))
+            elif inner is not None and _is_cuda_prototype(inner):
+                units.append(_Unit(inner, node, True))
+        elif t == "declaration":
+            if _is_cuda_prototype(node):
+                units.append(_Unit(node, node, True))
+            else:
+                _collect_const(src, node, values)
+        elif t == "linkage_specification":
+            body = node.child_by_field_name("body")
+            if body is None:
+                return
+            if body.type == "function_definition":
+                units.append(_Unit(body, body, False))
+            elif body.type == "declaration" and _is_cuda_prototype(body):
+                units.append(_Unit(body, body, True))
+            elif body.type == "declaration_list":
+                for c in body.children:
+                    visit_one(c)
+        elif t == "namespace_definition":
+            body = node.child_by_field_name("body")
+            if body is not None:
+                for c in body.children:
+                    visit_one(c)
+        elif t in _CONTAINERS:
+            for c in node.children:
+                visit_one(c)
+        elif t == "preproc_def":
+            name = node.child_by_field_name("name")
+            value = node.child_by_field_name("value")
+            if name is not None and value is not None:
+                values.append((node_text(src, name), squash(node_text(src, value))))
+        elif t == "preproc_function_def":
+            name = node.child_by_field_name("name")
+            if name is not None:
+                macros.append(node_text(src, name))
+        elif t == "preproc_include":
+            path = node.child_by_field_name("path")
+            if path is not None:
+                includes.append(node_text(src, path).strip("<>\""))
+
+    visit_one(node)
+    return top
+
+
+def _constants(tops: list[_Top]) -> Constants:
+    return Constants(tuple(v for t in tops for v in t.values), tuple(m for t in tops for m in t.macros),
+                     tuple(i for t in tops for i in t.includes))
+
+
+@frozen
+class _Edit:
+    """The bytes an edit replaced, and the regions (whole lines, new coordinates) it made dirty."""
+
+    start: int
+    old_end: int
+    new_end: int
+    row_delta: int
+    dirty: tuple[tuple[int, int], ...]
 
 
 def _is_cuda_prototype(decl: Node) -> bool:
@@ -233,8 +277,27 @@ def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
     return k
 
 
+def _line_end(buf: bytes, offset: int) -> int:
+    end = buf.find(b"\n", offset)
+    return len(buf) if end < 0 else end
+
+
 def _point(buf: bytes, offset: int) -> Point:
     return Point(buf.count(b"\n", 0, offset), offset - (buf.rfind(b"\n", 0, offset) + 1))
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic GC while analysing: the analysis allocates many small records, and a
+    full collection over a server's large heap in the middle of it costs more than the
+    analysis itself. Reference counting still frees everything as usual."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class CudaAnalyzer:
@@ -246,52 +309,114 @@ class CudaAnalyzer:
         self._lock = threading.Lock()
         self._src: bytes | None = None
         self._tree: Tree | None = None
-        self._cache: dict[tuple, UnitResult] = {}
+        self._tops_kept: list[_Top] = []
+        self._context: bytes = b""
         self._last: CudaAnalysis | None = None
 
     def analyze(self, text: str) -> CudaAnalysis:
         src = encode_source(text)
-        with self._lock:
+        with self._lock, _gc_paused():
             if self._last is not None and src == self._src:
                 return self._last
-            tree = self._parse(src)
-            result = self._analyze_tree(src, tree)
+            try:
+                tree, edit = self._parse(src)
+                result = self._analyze_tree(src, tree, edit)
+            except Exception:
+                if self._src is None:
+                    raise
+                # Whatever went wrong reusing the previous version: start over from nothing.
+                log.exception("incremental CUDA analysis of %s failed; analysing from scratch", self.path)
+                self._reset()
+                tree, edit = self._parse(src)
+                result = self._analyze_tree(src, tree, edit)
             self._src, self._tree, self._last = src, tree, result
             return result
 
-    def _parse(self, src: bytes) -> Tree:
+    def _reset(self) -> None:
+        self._src = self._tree = self._last = None
+        self._tops_kept = []
+        self._context = b""
+
+    def _parse(self, src: bytes) -> tuple[Tree, _Edit | None]:
         old, tree = self._src, self._tree
         if old is None or tree is None:
-            return self._parser.parse(src)
+            return self._parser.parse(src), None
         start = _common_prefix(old, src)
         suffix = _common_suffix(old, src, min(len(old), len(src)) - start)
         old_end, new_end = len(old) - suffix, len(src) - suffix
+        old_end_point, new_end_point = _point(old, old_end), _point(src, new_end)
         tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
-                  start_point=_point(old, start), old_end_point=_point(old, old_end),
-                  new_end_point=_point(src, new_end))
-        return self._parser.parse(src, tree)
+                  start_point=_point(old, start), old_end_point=old_end_point, new_end_point=new_end_point)
+        new_tree = self._parser.parse(src, tree)
+        spans = [(start, new_end)] + [(r.start_byte, r.end_byte) for r in tree.changed_ranges(new_tree)]
+        dirty = tuple((src.rfind(b"\n", 0, a) + 1, _line_end(src, b)) for a, b in spans)
+        return new_tree, _Edit(start, old_end, new_end, new_end_point.row - old_end_point.row, dirty)
 
-    def _analyze_tree(self, src: bytes, tree: Tree) -> CudaAnalysis:
+    def _tops(self, src: bytes, root: Node, edit: _Edit | None) -> tuple[list[_Top], list[_Top]]:
+        """The file's top-level records, and the previous records this version replaced.
+
+        Only the top-level nodes that overlap what the edit changed (the edited lines,
+        and wherever tree-sitter says the syntax changed) are visited; the records
+        before them are kept as they are, those after them are moved.
+        """
+        old = self._tops_kept
+        if edit is None or not old:
+            return [_visit_top(src, c) for c in root.children], old
+        lo = min(a for a, _ in edit.dirty)
+        hi = max(b for _, b in edit.dirty)
+        delta = edit.new_end - edit.old_end
+        count = root.child_count
+        # The first top-level node reaching the dirty region (binary search; child(i) is cheap).
+        a, b = 0, count
+        while a < b:
+            mid = (a + b) // 2
+            if root.child(mid).end_byte < lo:
+                a = mid + 1
+            else:
+                b = mid
+        visited: list[_Top] = []
+        i = a
+        while i < count:
+            node = root.child(i)
+            if node.start_byte > hi:
+                break
+            visited.append(_visit_top(src, node))
+            i += 1
+        start = visited[0].start if visited else (root.child(a).start_byte if a < count else len(src))
+        end = visited[-1].end if visited else start
+        # Before the dirty region nothing moved; after it, everything moved by `delta` bytes.
+        keep_before = bisect.bisect_right([t.end for t in old], start) if start > 0 else 0
+        while keep_before and old[keep_before - 1].end > start:
+            keep_before -= 1
+        after = bisect.bisect_left([t.start for t in old], end - delta)
+        if after < keep_before:
+            return [_visit_top(src, c) for c in root.children], old
+        before, replaced, tail = old[:keep_before], old[keep_before:after], old[after:]
+        if delta or edit.row_delta:
+            tail = [t.move(delta, edit.row_delta) for t in tail]
+        return before + visited + tail, replaced
+
+    def _analyze_tree(self, src: bytes, tree: Tree, edit: _Edit | None) -> CudaAnalysis:
         root = tree.root_node
         cols = Columns(src)
-        units, consts = _units_and_constants(src, root)
+        tops, replaced = self._tops(src, root, edit)
+        consts = _constants(tops)
         # One short digest of the file-level context goes into every function's cache key.
         context = hashlib.blake2b(repr(consts).encode(), digest_size=16).digest()
-        cache: dict[tuple, UnitResult] = {}
+        if context != self._context and edit is not None:
+            # Constants changed: every function is looked at again.
+            tops, replaced = [_visit_top(src, c) for c in root.children], self._tops_kept
+        # Functions of replaced records whose own text did not change are reused by key.
+        cache = {key: result for top in replaced for key, result in top.entries}
         results: list[UnitResult] = []
-        for u in units:
-            line_start = u.unit.start_byte - u.unit.start_point.column
-            key = (src[line_start:u.unit.start_byte], src[u.unit.start_byte:u.unit.end_byte], context,
-                   u.unit.has_error)
-            hit = self._cache.get(key)
-            row = u.unit.start_point.row
-            if hit is None:
-                hit = _analyze_unit(src, cols, consts, u, self.path)
-            elif hit.row != row:
-                hit = hit.moved_to(row)
-            cache[key] = hit
-            results.append(hit)
-        self._cache = cache  # only the current file's functions stay cached
+        for top in tops:
+            if top.units:
+                top.entries = [self._unit_result(src, cols, consts, context, u, cache) for u in top.units]
+                top.units = []  # nodes of this tree must not outlive it
+            for _, result in top.entries:
+                results.append(result)
+        self._tops_kept = tops
+        self._context = context
 
         definitions = {r.kernel.name for r in results if r.kernel is not None and r.kernel.body_range is not None}
         kernels, device_fns = [], []
@@ -312,6 +437,19 @@ class CudaAnalyzer:
             barriers=tuple(b for r in results for b in r.barriers),
             findings=kept, suppressed=dropped,
         )
+
+    def _unit_result(self, src: bytes, cols: Columns, consts: Constants, context: bytes,
+                     u: _Unit, cache: dict[tuple, UnitResult]) -> tuple[tuple, UnitResult]:
+        node = u.unit
+        line_start = node.start_byte - node.start_point.column
+        key = (src[line_start:node.start_byte], src[node.start_byte:node.end_byte], context, node.has_error)
+        hit = cache.get(key)
+        row = node.start_point.row
+        if hit is None:
+            hit = _analyze_unit(src, cols, consts, u, self.path)
+        elif hit.row != row:
+            hit = hit.moved_to(row)
+        return key, hit
 
     def _file_findings(self, kernels: tuple[KernelInfo, ...], launches: tuple[LaunchInfo, ...]) -> list[Finding]:
         view = FileView(self.path, kernels, launches)

@@ -16,6 +16,8 @@ _CODE = re.compile(rb"STC\d{3}")
 def ignore_comments(src: bytes) -> dict[int, frozenset[str] | None]:
     """Line -> codes it silences (None: all) for every ignore comment in the file."""
     out: dict[int, frozenset[str] | None] = {}
+    if b"stitch:" not in src:
+        return out
     line, pos = 0, 0
     for m in _IGNORE.finditer(src):
         line += src.count(b"\n", pos, m.start())

@@ -33,6 +33,7 @@ untrusted workspace. Problems come back as Findings at the comment.
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 import re
 from pathlib import Path
@@ -192,14 +193,16 @@ def directives_above(lines: Sequence[str], kernel_line: int) -> list[Directive]:
     return found
 
 
-def dangling_directives(lines: Sequence[str], kernel_lines: Iterable[int]) -> list[Finding]:
-    """Pairing comments that sit above no kernel (a typo in ``__global__``, a moved kernel)."""
+def dangling_directives(lines: Sequence[str], kernel_lines: Iterable[int], marks: Sequence[int] | None = None) -> list[Finding]:
+    """Pairing comments that sit above no kernel (a typo in ``__global__``, a moved kernel).
+    ``marks``: the lines that mention ``stitch:`` (all lines when not given)."""
     claimed: set[int] = set()
     for kl in kernel_lines:
         for d in directives_above(lines, kl):
             claimed.add(d.line)
     findings: list[Finding] = []
-    for i, line in enumerate(lines):
+    for i in marks if marks is not None else range(len(lines)):
+        line = lines[i]
         m = _DIRECTIVE.match(line.rstrip("\r\n"))
         if not m or i in claimed:
             continue
@@ -227,8 +230,31 @@ def _close_key(key: str) -> str | None:
 
 # -- references ------------------------------------------------------------------------------
 
+_REFERENCES: dict[str, tuple[tuple[int, int], ReferenceInfo | str]] = {}
+
+
 def inspect_reference(path: Path) -> ReferenceInfo | str:
-    """Static facts about a reference file, or why it cannot be one."""
+    """Static facts about a reference file, or why it cannot be one (memoised by mtime and size:
+    pairing runs on every analysis of the ``.cu`` file)."""
+    try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None
+    key = str(path)
+    if stamp is not None:
+        hit = _REFERENCES.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+    info = _inspect_reference(path)
+    if stamp is not None:
+        if len(_REFERENCES) > 256:
+            _REFERENCES.clear()
+        _REFERENCES[key] = (stamp, info)
+    return info
+
+
+def _inspect_reference(path: Path) -> ReferenceInfo | str:
     try:
         source = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -324,11 +350,20 @@ def pair_kernels(
     def finding(rng: Range, message: str, severity: Severity = Severity.ERROR, fix: Fix | None = None) -> Finding:
         return Finding(path=path_str, range=rng, severity=severity, code="STITCH-PAIR", message=message, source=SOURCE, fix=fix)
 
-    for dangling in dangling_directives(lines, [k.range.start.line for k in kernels]):
+    # Most files have no pairing at all: find the lines that could hold one first (cheap),
+    # and look above a kernel only when such a line precedes it.
+    marks = [i for i, line in enumerate(lines) if "stitch:" in line]
+    if not marks and not pyproject_pairs:
+        return result
+    starts = sorted((k.range.start.line, n) for n, k in enumerate(kernels))
+    lines_only = [line for line, _ in starts]
+    picked = {starts[j][1] for j in (bisect.bisect_right(lines_only, m) for m in marks) if j < len(starts)}
+    near = [kernels[n] for n in sorted(picked)]
+    for dangling in dangling_directives(lines, [k.range.start.line for k in near], marks):
         result.findings.append(finding(dangling.range, dangling.message, Severity.WARNING))
 
     specs: dict[str, _Spec] = {}
-    for kernel in kernels:
+    for kernel in near:
         directives = directives_above(lines, kernel.range.start.line)
         if not directives:
             continue

@@ -111,3 +111,15 @@ def test_incremental_results_match_a_fresh_analysis():
     fresh = CudaAnalyzer("inc.cu").analyze(edited)
     assert incremental == fresh
     assert any(f.code == "STC001" for f in fresh.findings)
+
+
+def test_queries_are_found_in_the_checkout_and_in_the_package_layout():
+    from pathlib import Path
+
+    from stitch_lsp.analysis import cuda_grammar
+
+    repo = Path(__file__).resolve().parents[2]
+    assert cuda_grammar.grammar_path("cuda_facts.scm") == repo / "grammars" / "cuda_facts.scm"
+    # The package carries the same folder (a symlink here, copied files in a wheel).
+    packaged = repo / "stitch_lsp" / "analysis" / "grammars"
+    assert (packaged / "cuda_facts.scm").read_text() == (repo / "grammars" / "cuda_facts.scm").read_text()

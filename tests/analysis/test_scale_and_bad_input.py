@@ -104,3 +104,29 @@ def test_bom_and_wide_characters_keep_columns_in_code_points():
     (f,) = analyze_cuda(text, "bom.cu").findings
     col = text.index("y[blockIdx")
     assert (f.range.start.character, f.range.end.character) == (col, text.index(" = 1"))
+
+
+def test_incremental_analysis_always_equals_a_fresh_one():
+    """Random edits (typing, deleting lines, pasting, breaking and fixing syntax): the
+    analyser that reuses the previous version must answer exactly like a fresh one."""
+    base = "\n".join((FIXTURES / name).read_text() for name in ("stc003.cu", "stc004.cu", "good_kernels.cu"))
+    base = "namespace outer {\n#define LOCAL_BLOCK 64\n" + base + "\n}\n"
+    rng = random.Random(11)
+    snippets = ["x", "\n", "}", "{", "  ", "// c\n", "#define BLOCK 512\n", "__syncthreads();", "y[i] = 0;",
+                "/*", "*/", "\"", "int q = threadIdx.x;\n"]
+    analyzer = CudaAnalyzer("same.cu")
+    text = base
+    for step in range(60):
+        roll = rng.random()
+        at = rng.randrange(len(text) + 1)
+        if roll < 0.45:
+            text = text[:at] + rng.choice(snippets) + text[at:]
+        elif roll < 0.8:
+            text = text[:at] + text[at + rng.randrange(1, 40):]
+        elif roll < 0.9:
+            text = base  # back to a clean file
+        else:
+            lines = text.split("\n")
+            k = rng.randrange(len(lines))
+            text = "\n".join(lines[:k] + lines[k + 1:] + [lines[k]])  # move a line to the end
+        assert analyzer.analyze(text) == CudaAnalyzer("same.cu").analyze(text), f"step {step}"

@@ -350,3 +350,20 @@ async def test_a_job_outliving_its_timeout_is_stopped_with_a_message(tmp_path):
         await wait_until(lambda: any("timed out after 6.2 s" in m.message for m in client.messages), 20, "a timeout message")
         await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")
         await hint_labels_until(client, uri, lambda ls: "⏱ timed out" in ls)
+
+
+async def test_shutdown_kills_running_workers(tmp_path):
+    cu = workspace(tmp_path)
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings={"onSave": {"compile": False, "verify": False}},
+                              initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
+        uri = open_doc(client, cu)
+        answer = plain(await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+            command="stitch.profileKernel", arguments=[uri, {"line": NAME_LINE, "character": 20}])))
+        assert answer["ok"] is True
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        assert started[0]["profile"] is True
+        await wait_until(lambda: progress_of(client, "Profile fused_gelu_scale"), 10, "profile progress")
+        pid = started[0]["pid"]
+        assert pid_alive(pid)
+    # The session is shut down: its worker must not outlive it.
+    await wait_until(lambda: not pid_alive(pid), 10, f"worker {pid} to be gone after shutdown")

@@ -10,7 +10,7 @@ extern "C" __global__ void relu_scale_kernel(const float* __restrict__ x, float*
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         float v = x[i];
-        out[i] = (isnan(v) ? v : fmaxf(v, 0.0f)) * scale;
+        out[i] = (v != v ? v : fmaxf(v, 0.0f)) * scale;  // NaN stays NaN, as in torch.relu
     }
 }
 '''

@@ -26,3 +26,11 @@ export function stderrLevel(line: string): LineLevel {
   }
   return "info";
 }
+
+// "2026-11-21 18:11:07,405 INFO " (Python logging's asctime and level): the log channel adds its own.
+const PREFIX = /^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d+)?\s+(?:(?:CRITICAL|ERROR|WARNING|INFO|DEBUG)\s+)?/;
+
+/** One stderr line as the output channel shows it: its level, and the text without a duplicate timestamp. */
+export function stderrEntry(line: string): { level: LineLevel; text: string } {
+  return { level: stderrLevel(line), text: line.replace(PREFIX, "") };
+}

@@ -7,7 +7,7 @@
 import * as readline from "node:readline";
 import type { Readable } from "node:stream";
 import * as vscode from "vscode";
-import { stderrLevel } from "../core/logLines";
+import { stderrEntry } from "../core/logLines";
 import type { Redactor } from "../core/redact";
 
 type Write = (message: string) => void;
@@ -181,13 +181,14 @@ export function pipeServerStderr(input: Readable, channel: vscode.LogOutputChann
     .createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 })
     .on("line", (line: string) => {
       onLine?.(line);
+      const entry = stderrEntry(line);
       const write: Write =
         {
           error: (m: string) => channel.error(m),
           warn: (m: string) => channel.warn(m),
           info: (m: string) => channel.info(m),
           debug: (m: string) => channel.debug(m),
-        }[stderrLevel(line)];
-      write(line);
+        }[entry.level];
+      write(entry.text);
     });
 }

@@ -19,7 +19,7 @@ import {
 } from "vscode-languageclient/node";
 import packageJson from "../../package.json";
 import { resolveInterpreter } from "../core/interpreter";
-import { buildLaunch, describeLaunch, spawnServer, terminate } from "../core/launch";
+import { buildLaunch, describeLaunch, spawnServer, terminate, waitForExit } from "../core/launch";
 import { findSourceCheckout, installAdvice, lastLine, probeServer } from "../core/probe";
 import {
   COMMAND_ARGUMENTS,
@@ -221,9 +221,7 @@ export class ServerController implements vscode.Disposable {
       await client.start();
     } catch (error) {
       this.clearInitTimer();
-      if (!this.failureShown) {
-        this.reportStartFailure(error instanceof Error ? error.message : String(error));
-      }
+      this.reportStartFailure(error instanceof Error ? error.message : String(error));
     }
   }
 
@@ -239,7 +237,7 @@ export class ServerController implements vscode.Disposable {
       }),
       initializationFailedHandler: (error: unknown) => {
         const message = error instanceof Error ? error.message : String(error);
-        this.reportStartFailure(`the server refused to initialize: ${message}`);
+        this.reportStartFailure(`it refused to initialize: ${message}`);
         return false;
       },
       errorHandler: {
@@ -342,14 +340,12 @@ export class ServerController implements vscode.Disposable {
       this.output.warn(`The Stitch server ${how}; restarting it (crash ${decision.crashesInWindow} of ${this.policy.maxCrashes} allowed in 3 minutes).`);
       return { action: CloseAction.Restart, handled: true };
     }
-    if (this.timedOut) {
-      this.reportStartFailure(`the server did not answer 'initialize' within ${INITIALIZE_TIMEOUT_MS / 1000} s and was stopped`);
-    } else if (decision.reason === "crashed-at-start") {
-      const last = lastLine(this.stderrTail.join("\n"));
-      this.reportStartFailure(`the server ${how} while starting${last ? `: ${last}` : ""}`);
+    if (decision.reason === "crashed-at-start") {
+      this.reportStartFailure("the connection closed");
     } else {
       this.reportFailure(
         `The Stitch server crashed ${decision.crashesInWindow} times in 3 minutes and will not be restarted automatically (last: it ${how}).`,
+        "crashed repeatedly",
       );
     }
     return { action: CloseAction.DoNotRestart, handled: true };
@@ -359,17 +355,50 @@ export class ServerController implements vscode.Disposable {
     return vscode.Uri.joinPath(this.context.logUri, "..").fsPath;
   }
 
-  private reportStartFailure(what: string): void {
-    this.reportFailure(`The Stitch server could not start: ${what}.`);
-  }
-
-  /** The one message for a server that is down; the status bar turns red. */
-  private reportFailure(message: string): void {
+  /**
+   * Why the server did not start, said once. The first symptom to arrive (a broken
+   * pipe, a closed connection) is rarely the cause: wait briefly for the process to
+   * exit and its last stderr lines, then name the exit and the last line (usually
+   * the Python exception).
+   */
+  private reportStartFailure(symptom: string): void {
     if (this.failureShown) {
       return;
     }
     this.failureShown = true;
-    this.setState("failed", message);
+    const child = this.child;
+    void (async () => {
+      if (child) {
+        await waitForExit(child, 2000);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      const exit = this.childExit;
+      const last = lastLine(this.stderrTail.join("\n"));
+      let what: string;
+      let short: string;
+      if (this.timedOut) {
+        what = `it did not answer 'initialize' within ${INITIALIZE_TIMEOUT_MS / 1000} s and was stopped`;
+        short = "no answer to initialize";
+      } else if (exit) {
+        const how = exit.signal ? `was killed (${exit.signal})` : `exited with code ${exit.code}`;
+        what = `it ${how} while starting${last ? `: ${last}` : ""}`;
+        short = `${how} while starting`;
+      } else {
+        what = symptom;
+        short = "start failed";
+      }
+      this.failureShown = false;
+      this.reportFailure(`The Stitch server could not start: ${what}.`, short);
+    })();
+  }
+
+  /** The one message for a server that is down; the status bar turns red. */
+  private reportFailure(message: string, short: string): void {
+    if (this.failureShown) {
+      return;
+    }
+    this.failureShown = true;
+    this.setState("failed", short);
     this.output.error(`${message} Log: Output panel, channel "Stitch" (files under ${this.logLocation()}).`);
     void vscode.window
       .showErrorMessage(`${message} The log is in the Output panel ("Stitch").`, "Show Output", "Restart Server")

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { stderrLevel } from "../../src/core/logLines";
+import { stderrEntry, stderrLevel } from "../../src/core/logLines";
 import { needsEditorArguments, reportTarget } from "../../src/core/report";
 
 describe("reportTarget", () => {
@@ -35,5 +35,13 @@ describe("stderrLevel", () => {
     assert.equal(stderrLevel("Traceback (most recent call last):"), "error");
     assert.equal(stderrLevel("ModuleNotFoundError: No module named 'pygls'"), "error");
     assert.equal(stderrLevel("  File \"x.py\", line 3"), "info");
+  });
+});
+
+describe("stderrEntry", () => {
+  it("drops Python's own timestamp and level, which the log channel shows anyway", () => {
+    assert.deepEqual(stderrEntry("2026-11-21 18:11:07,405 INFO stitch_lsp.lsp: ready"), { level: "info", text: "stitch_lsp.lsp: ready" });
+    assert.deepEqual(stderrEntry("2026-11-21 18:11:07,405 ERROR boom"), { level: "error", text: "boom" });
+    assert.deepEqual(stderrEntry("plain line"), { level: "info", text: "plain line" });
   });
 });

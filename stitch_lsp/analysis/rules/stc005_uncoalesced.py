@@ -41,6 +41,25 @@ class _XIndex:
         self.memo[name] = best
         return best
 
+    def compile_time(self, node: Node) -> bool:
+        """Template parameters, constants and macros: known to the compiler, maybe not to us."""
+        f = self.facts
+        names = f.refs(node)
+        if not names:
+            return True
+        for n in names:
+            if "." in n:
+                return False
+            local = f.local(n)
+            if local is not None:
+                if not local.is_const:
+                    return False
+            elif n in f.param_names:
+                return False
+            elif not (n in f.template_params or n in f.consts or not n.islower()):
+                return False
+        return True
+
     def expr(self, node: Node) -> tuple[Kind, Node | None]:
         f = self.facts
         t = node.type
@@ -77,6 +96,8 @@ class _XIndex:
                     c = f.resolve_int(other_node)
                     if c is not None and abs(c) <= SMALL_STRIDE:
                         return mine
+                    if c is None and self.compile_time(other_node):
+                        return mine  # a vector width or tile constant we cannot evaluate: give it the benefit
                     return (Kind.SCALED, mine[1] if mine[0] == Kind.SCALED else node)
             return (Kind.OTHER, None) if max(lk[0], rk[0]) > Kind.NONE else (Kind.NONE, None)
         if op in ("%", "&"):

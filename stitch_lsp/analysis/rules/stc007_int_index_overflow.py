@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stitch_lsp.analysis.cuda_facts import INT32_TYPES, FunctionFacts
+from stitch_lsp.analysis.cuda_facts import INT32_TYPES, FunctionFacts, is_relational
 from stitch_lsp.analysis.cuda_text import squash
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.findings import Fix, Severity
@@ -13,7 +13,12 @@ class IntIndexOverflow(Rule):
                     Severity.WARNING)
 
     def check(self, facts: FunctionFacts, out: Emitter) -> None:
-        wide = [p.info.name for p in facts.params if facts.is_int64_name(p.info.name)]
+        # 64-bit parameters that bound an index (compared somewhere), not seeds or byte counts.
+        compared: set[str] = set()
+        for c in facts.controls:
+            if c.cond is not None and is_relational(facts, c.cond):
+                compared |= facts.refs(c.cond)
+        wide = [p.info.name for p in facts.params if facts.is_int64_name(p.info.name) and p.info.name in compared]
         if wide and facts.is_global:
             # blockIdx.x * blockDim.x is an unsigned 32-bit product whatever it is assigned to.
             for prod in facts.builtin_products:

@@ -17,17 +17,19 @@ class MissingLaunchBounds(FileRule):
                     "Large constant block size without `__launch_bounds__`", Severity.WARNING)
 
     def check_file(self, view: FileView, emit: Callable[..., None]) -> None:
-        sizes_by_kernel: dict[str, set[int | None]] = {}
+        # Only launches with a large constant block can matter; there are few of those.
+        large: dict[str, int] = {}
         for launch in view.launches:
-            sizes_by_kernel.setdefault(launch.kernel.split("::")[-1], set()).add(launch.block_threads)
+            n = launch.block_threads
+            if n is not None and MIN_THREADS <= n <= 1024:
+                name = launch.kernel.split("::")[-1]
+                large[name] = max(n, large.get(name, 0))
+        if not large:
+            return
         for k in view.kernels:
-            if k.launch_bounds is not None or k.body_range is None:
+            if k.name not in large or k.launch_bounds is not None or k.body_range is None:
                 continue
-            sizes = sizes_by_kernel.get(k.name, set())
-            known = {s for s in sizes if s is not None and s <= 1024}
-            if not known or max(known) < MIN_THREADS:
-                continue
-            size = max(known)
+            size = large[k.name]
             at = k.name_range.start
             emit(k.name_range,
                  f"`{k.name}` is launched with {size} threads per block but has no `__launch_bounds__`; if the "

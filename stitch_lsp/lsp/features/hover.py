@@ -25,7 +25,7 @@ def register(server: StitchServer) -> None:
         name = kernel_name_at(server, uri, position)
         if name is None:
             return None
-        pairing, _, problem = checks.pairing_at(uri, position)
+        pairing, _, problem = checks.pairing_at(uri, position, name)
         path = pairing.cu_path if pairing is not None else server.path_of(uri)
         st = checks.kernels.get((path, name))
         # Rule findings inside this kernel's definition.

@@ -96,6 +96,10 @@ class KernelChecks:
         doc = server.document(uri)
         if doc is None or not server.is_cuda(uri):
             return None
+        if "stitch:" not in doc.source and not server.settings.pair:
+            result = PairingResult()  # the common case, at the cost of one substring search
+            self.pairings[uri] = result
+            return result
         if analysis is None:
             analysis = server.cuda.get(uri)
         if analysis is None:
@@ -258,9 +262,10 @@ class KernelChecks:
         server.hints.set(uri, VERIFY_SOURCE, hints)
         server.diagnostics.set(uri, VERIFY_SOURCE, findings)
 
-    def pairing_at(self, uri: str, position: Position) -> tuple[Pairing | None, str, str]:
+    def pairing_at(self, uri: str, position: Position, name: str | None = None) -> tuple[Pairing | None, str, str]:
         """(pairing, kernel name, problem) for the kernel whose name or launch is at ``position``."""
-        name = kernel_name_at(self.server, uri, position)
+        if name is None:
+            name = kernel_name_at(self.server, uri, position)
         if name is None:
             return None, "", ""
         result = self.pairings.get(uri) or self.pair(uri)
@@ -273,17 +278,30 @@ class KernelChecks:
 
 
 def kernel_name_at(server: StitchServer, uri: str, position: Position) -> str | None:
-    """The kernel whose name (definition) or launch site is at ``position``."""
+    """The kernel whose name (definition) or launch site is at ``position``.
+
+    Plain int comparisons: a hover in a file of a thousand kernels must stay cheap."""
     analysis = server.cuda.get(uri)
     if analysis is None:
         return None
+    line, char = position.line, position.character
     for k in analysis.kernels:
-        if k.name_range.contains(position):
+        r = k.name_range
+        if r.start.line == line and r.start.character <= char <= r.end.character:
             return k.name
     for launch in analysis.launches:
-        if launch.range.contains(position):
+        r = launch.range
+        if r.start.line <= line <= r.end.line and _within(r, line, char):
             return launch.kernel.split("::")[-1].split("<")[0]
     return None
+
+
+def _within(r: Range, line: int, char: int) -> bool:
+    if line == r.start.line and char < r.start.character:
+        return False
+    if line == r.end.line and char > r.end.character:
+        return False
+    return True
 
 
 def _kernel_line(server: StitchServer, uri: str, name: str) -> int | None:
