@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import os
 import platform
+import shlex
 import statistics
 import sys
 import tempfile
@@ -390,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     report = "\n".join(lines)
     print(report)
     if args.out:
-        command = "python " + " ".join([os.path.relpath(__file__, REPO), *(argv if argv is not None else sys.argv[1:])])
+        command = "python " + shlex.join([os.path.relpath(__file__, REPO), *(argv if argv is not None else sys.argv[1:])])
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(f"$ {command}\n{report}\n")
     return 0

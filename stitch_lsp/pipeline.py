@@ -11,6 +11,7 @@ import hashlib
 from attrs import define, field, frozen
 
 from stitch_lsp.findings import Range
+from stitch_lsp.op_graph import OpGraph
 
 
 @frozen
@@ -61,6 +62,12 @@ class Plan:
     floor_us: float = 0.0
     predicted_speedup: float | None = None
     notes: list[str] = field(factory=list)
+    # The traced aten graph the groups were cut from (what the template Coder lowers).
+    graph: OpGraph | None = None
+    # Fewest bytes / FLOPs of the whole task, and what eager PyTorch moves (estimated).
+    bytes_moved: int = 0
+    flops: int = 0
+    eager_bytes: int = 0
 
 
 @define

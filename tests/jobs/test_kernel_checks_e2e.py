@@ -367,3 +367,35 @@ async def test_shutdown_kills_running_workers(tmp_path):
         assert pid_alive(pid)
     # The session is shut down: its worker must not outlive it.
     await wait_until(lambda: not pid_alive(pid), 10, f"worker {pid} to be gone after shutdown")
+
+
+async def test_a_corrupt_cache_entry_is_ignored_and_replaced(tmp_path):
+    cu = workspace(tmp_path)
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings=SETTINGS,
+                              initialization_options=TRUSTED, env=env(tmp_path)) as client:
+        uri = open_doc(client, cu)
+        save_doc(client, uri)
+        await hint_labels_until(client, uri, lambda ls: "✓ correct (6/6 checks)" in ls)
+    entries = list((tmp_path / ".stitch" / "cache").rglob("*.json"))
+    assert entries
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[:40])  # a write cut short
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings=SETTINGS,
+                              initialization_options=TRUSTED, env=env(tmp_path)) as client:
+        uri = open_doc(client, cu)
+        save_doc(client, uri)
+        await hint_labels_until(client, uri, lambda ls: "✓ correct (6/6 checks)" in ls)
+    assert [r["event"] for r in runs(tmp_path)] == ["start", "end", "start", "end"], "the corrupt entry was re-verified"
+    assert all(e.read_text().endswith("}") for e in (tmp_path / ".stitch" / "cache").rglob("*.json"))
+
+
+async def test_withdrawing_trust_stops_running_jobs(tmp_path):
+    cu = workspace(tmp_path)
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings=SETTINGS,
+                              initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
+        uri = open_doc(client, cu)
+        save_doc(client, uri)
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        client.protocol.notify("stitch/setTrusted", {"trusted": False})
+        await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")
+        await hint_labels_until(client, uri, lambda ls: "verification off: workspace not trusted" in ls)

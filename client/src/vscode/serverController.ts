@@ -24,11 +24,13 @@ import { findSourceCheckout, installAdvice, lastLine, probeServer } from "../cor
 import {
   COMMAND_ARGUMENTS,
   COMMAND_TITLES,
+  LLM_STATUS_REQUEST,
   SERVER_INFO_REQUEST,
   SET_API_KEY_NOTIFICATION,
   SET_TRUSTED_NOTIFICATION,
   STATUS_NOTIFICATION,
   type InitializationOptions,
+  type LlmStatus,
   type ServerCommand,
   type ServerInfo,
   type StatusParams,
@@ -71,6 +73,7 @@ class StitchLanguageClient extends LanguageClient {
 export interface ServerEvents {
   onStateChanged(state: ServerState, detail?: string): void;
   onServerInfo(info: ServerInfo | undefined): void;
+  onLlmStatus(status: LlmStatus | undefined): void;
   onStatus(status: StatusParams | undefined): void;
   /** The palette commands the running server provides (empty when none runs). */
   onServerCommands(commands: readonly string[]): void;
@@ -140,6 +143,7 @@ export class ServerController implements vscode.Disposable {
     this.redactor.add(apiKey);
     if (this.client && this.running) {
       await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey: apiKey ?? null });
+      await this.fetchLlmStatus(this.client);
     }
   }
 
@@ -297,6 +301,7 @@ export class ServerController implements vscode.Disposable {
       const commands = client.initializeResult?.capabilities.executeCommandProvider?.commands ?? [];
       this.events.onServerCommands(commands);
       void this.fetchServerInfo(client);
+      void this.fetchLlmStatus(client);
       void vscode.commands.executeCommand("setContext", "stitch.serverRunning", true);
     } else {
       this.clearInitTimer();
@@ -313,6 +318,18 @@ export class ServerController implements vscode.Disposable {
     if (this.initTimer) {
       clearTimeout(this.initTimer);
       this.initTimer = undefined;
+    }
+  }
+
+  /** The LLM Coder's state for the tooltip (an older server without it: no line). */
+  private async fetchLlmStatus(client: StitchLanguageClient): Promise<void> {
+    try {
+      const status = await withTimeout(client.sendRequest<LlmStatus>(LLM_STATUS_REQUEST, {}), 10_000);
+      if (client === this.client) {
+        this.events.onLlmStatus(status);
+      }
+    } catch {
+      this.events.onLlmStatus(undefined);
     }
   }
 
@@ -449,6 +466,7 @@ export class ServerController implements vscode.Disposable {
     }
     this.events.onStatus(undefined);
     this.events.onServerInfo(undefined);
+    this.events.onLlmStatus(undefined);
     this.events.onServerCommands([]);
     this.setState("stopped");
   }
@@ -494,6 +512,11 @@ export class ServerController implements vscode.Disposable {
       return [];
     }
     const editor = vscode.window.activeTextEditor;
+    if (needs === "uri+position?") {
+      return editor
+        ? [client.code2ProtocolConverter.asUri(editor.document.uri), client.code2ProtocolConverter.asPosition(editor.selection.active)]
+        : [];
+    }
     if (!editor) {
       void vscode.window.showInformationMessage(`Stitch: ${title} works on the active editor; open a file first.`);
       return undefined;

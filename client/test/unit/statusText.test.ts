@@ -45,4 +45,11 @@ describe("status bar text", () => {
     assert.match(view.tooltip, /softmax\.md/);
     assert.match(view.tooltip, /Click for actions/);
   });
+
+  it("says where the LLM Coder's key comes from, never the key", () => {
+    const none = statusView("running", true, info, undefined, undefined, { configured: false, keySource: null, model: "m", coder: "auto" });
+    assert.match(none.tooltip, /no API key/);
+    const client = statusView("running", true, info, undefined, undefined, { configured: true, keySource: "client", model: "m", coder: "llm" });
+    assert.match(client.tooltip, /secret storage/);
+  });
 });

@@ -1,0 +1,183 @@
+"""Fuse a Task: trace → plan → generate → verify, and (on a pass) the files of the edit.
+
+One service for the editor's code action, ``stitch fuse`` and ``stitch bench``.
+Nothing here imports torch: tracing runs in a worker process, verification in
+the Verifier's worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from attrs import define, field
+
+from stitch_lsp.agents.coder import CoderUnavailable, make_coder
+from stitch_lsp.agents.planner import describe, make_plan
+from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent, Reporter, no_report
+from stitch_lsp.op_graph import TraceReply, TraceRequest
+from stitch_lsp.pipeline import Candidate, Plan, Task
+from stitch_lsp.serde import from_json, to_dict, to_json
+from stitch_lsp.settings import Settings
+from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
+
+
+@define
+class FuseOutcome:
+    task: Task
+    plan: Plan | None = None
+    candidate: Candidate | None = None
+    verdict: Verdict | None = None
+    message: str = ""  # one line for the user: what happened, speedups or why not
+    # Relative path (under the workspace) -> text: the kernel module and the loader. Empty unless offerable.
+    edit_files: dict[str, str] = field(factory=dict)
+    # Where the generated files were kept for reading (``.stitch/tasks/<hash>/``).
+    task_dir: str = ""
+    plan_text: str = ""
+
+    @property
+    def offerable(self) -> bool:
+        return bool(self.verdict and self.verdict.offerable and self.edit_files)
+
+
+def task_dir_for(task: Task, root: Path) -> Path:
+    return root / ".stitch" / "tasks" / task.key()
+
+
+def trace(task: Task, settings: Settings, *, verifier: Any = None, cancel: CancelToken | None = None,
+          timeout_s: float = 180.0) -> TraceReply:
+    """The Task's aten graph, from a worker (the Verifier's pool when there is one)."""
+    request = TraceRequest(task_source=task.source, timeout_s=timeout_s)
+    pool = getattr(verifier, "pool", None)
+    if pool is not None and hasattr(pool, "call"):
+        return pool.call("trace", request, TraceReply, timeout_s=timeout_s, cancel=cancel, report=no_report)
+    python = settings.python or sys.executable
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen([python, "-m", "stitch_lsp.worker.trace_handler"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    unregister = cancel.on_cancel(proc.kill) if cancel else (lambda: None)
+    try:
+        out, err = proc.communicate(task.source, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return TraceReply(ok=False, message=f"tracing took longer than {timeout_s:.0f} s")
+    finally:
+        unregister()
+    if cancel is not None and cancel.cancelled:
+        raise Cancelled(cancel.reason)
+    if proc.returncode != 0:
+        tail = err.strip().splitlines()[-1] if err.strip() else f"exit status {proc.returncode}"
+        return TraceReply(ok=False, message=f"the tracing worker failed: {tail}")
+    return from_json(out, TraceReply)
+
+
+def _verify(task: Task, candidate: Candidate, settings: Settings, verifier: Any, cancel, report) -> Verdict:
+    from stitch_lsp.verify.service import VerifyOptions  # the Verifier's own module
+
+    return verifier.verify(task.source, candidate, VerifyOptions(), cancel=cancel, report=report)
+
+
+def _speedups(verdict: Verdict) -> str:
+    t = verdict.timing
+    parts = []
+    if t.speedup_vs_eager is not None:
+        parts.append(f"{t.speedup_vs_eager:.2f}x vs eager")
+    if t.speedup_vs_compile is not None:
+        parts.append(f"{t.speedup_vs_compile:.2f}x vs torch.compile")
+    return ", ".join(parts)
+
+
+def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifier: Any = None,
+              cancel: CancelToken | None = None, report: Reporter = no_report,
+              workdir: Path | None = None, device: DeviceInfo | None = None,
+              edit_namer: Any = None) -> FuseOutcome:
+    """Plan, generate and verify ``task``.
+
+    ``verifier`` is a ``stitch_lsp.verify.service.Verifier`` (None: plan and generate only,
+    nothing is verified and nothing is offered). ``edit_namer(outcome) -> (module_path,
+    func_name)`` lets the caller name the kernel module written into the workspace.
+    """
+    cancel = cancel or CancelToken()
+    root = Path(workdir or getattr(verifier, "workdir", None) or Path.cwd())
+    outdir = task_dir_for(task, root)
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / "reference.py").write_text(task.source, encoding="utf-8")
+    outcome = FuseOutcome(task=task, task_dir=str(outdir))
+
+    report(ProgressEvent("planning", "tracing the selection", 5))
+    cancel.raise_if_cancelled()
+    traced = trace(task, settings, verifier=verifier, cancel=cancel)
+    if not traced.ok or traced.graph is None:
+        outcome.message = f"Could not trace the selection: {traced.message}"
+        return outcome
+    if device is None and verifier is not None:
+        device = getattr(verifier, "device", None)
+        device = device if isinstance(device, DeviceInfo) else None
+    plan = make_plan(task, traced.graph, device)
+    outcome.plan = plan
+    outcome.plan_text = describe(plan)
+    (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
+    report(ProgressEvent("planning", outcome.plan_text.splitlines()[0], 15))
+
+    cancel.raise_if_cancelled()
+    report(ProgressEvent("generating", f"{coder} Coder", 25))
+    try:
+        writer = make_coder(coder, settings)
+        candidate = writer.generate(task, plan, None)
+    except CoderUnavailable as exc:
+        outcome.message = str(exc)
+        return outcome
+    outcome.candidate = candidate
+    (outdir / "candidate.py").write_text(candidate.module_source, encoding="utf-8")
+    for name, text in candidate.cuda_sources.items():
+        (outdir / name).write_text(text, encoding="utf-8")
+    (outdir / "candidate.json").write_text(to_json(candidate, indent=1), encoding="utf-8")
+    if not candidate.cuda_sources:
+        outcome.message = ("Nothing to fuse: " + "; ".join(candidate.notes or candidate.uncovered_ops)
+                           if (candidate.notes or candidate.uncovered_ops) else "Nothing to fuse")
+        return outcome
+
+    if verifier is None:
+        outcome.message = f"Generated {len(candidate.cuda_sources)} kernel(s) in {outdir}; not verified"
+        return outcome
+    cancel.raise_if_cancelled()
+    report(ProgressEvent("compiling", "compiling and checking the candidate", 40))
+    verdict = _verify(task, candidate, settings, verifier, cancel, report)
+    outcome.verdict = verdict
+    (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
+    if verdict.status is VerdictStatus.NO_GPU:
+        outcome.message = "No CUDA device: the candidate was generated (kept in " + str(outdir) + ") but cannot be checked or timed here"
+        return outcome
+    if not verdict.offerable:
+        why = verdict.summary or verdict.status.value
+        if verdict.hack_flags:
+            why += " (anti-hacking: " + "; ".join(f.message for f in verdict.hack_flags) + ")"
+        outcome.message = f"Fused kernel not offered: {why}. Generated code kept in {outdir}"
+        return outcome
+    outcome.message = f"Fused {len(candidate.cuda_sources)} kernel(s): " + (_speedups(verdict) or verdict.summary)
+    if task.origin_path and edit_namer is not None:
+        from stitch_lsp.agents.fuse_edit import edit_files
+
+        outcome.edit_files = edit_files(outcome, settings, *edit_namer(outcome))
+    report(ProgressEvent("done", outcome.message, 100))
+    return outcome
+
+
+def outcome_json(outcome: FuseOutcome) -> str:
+    data = to_dict(outcome)
+    if data.get("plan"):
+        data["plan"].pop("graph", None)  # large; it is in plan.json under the task directory
+    return json.dumps(data, indent=1, sort_keys=True)
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]

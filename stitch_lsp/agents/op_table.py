@@ -1,0 +1,237 @@
+"""What the template Coder knows about each aten op: its class and its CUDA expression.
+
+Classes: ``pointwise`` (one value per element, broadcasting), ``view`` (moves or
+reinterprets elements: an index map, no arithmetic), ``reduction`` (sum / mean /
+amax / amin / prod over some dimensions), ``library`` (GEMMs: cuBLAS through
+torch), ``creation`` (constants). Anything else is ``torch``: left as PyTorch and
+reported as uncovered.
+
+Expressions are C over ``float`` operands (everything is computed in fp32 and
+stored in the node's dtype); booleans are 0.f / 1.f.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+VIEW_OPS = {
+    "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.alias.default",
+    "aten.clone.default", "aten.detach.default", "aten.unsqueeze.default", "aten.squeeze.dim",
+    "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.permute.default",
+    "aten.t.default", "aten.transpose.int", "aten.slice.Tensor", "aten.cat.default",
+    "aten.lift_fresh_copy.default", "aten.contiguous.default", "aten.select.int",
+}
+REDUCTION_OPS = {
+    "aten.sum.dim_IntList": "sum", "aten.sum.default": "sum", "aten.mean.dim": "mean",
+    "aten.mean.default": "mean", "aten.amax.default": "max", "aten.amin.default": "min",
+    "aten.prod.dim_int": "prod",
+}
+LIBRARY_OPS = {
+    "aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
+    "aten._addmm_activation.default",
+}
+CREATION_OPS = {"aten.scalar_tensor.default", "aten.full.default"}
+FLOAT_DTYPES = {"float32", "float16", "bfloat16"}
+KERNEL_DTYPES = FLOAT_DTYPES | {"bool"}
+
+C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool"}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1, "float64": 8, "int64": 8, "int32": 4}
+
+
+def c_float(value: Any) -> str:
+    """A float literal C understands, infinities and NaN included."""
+    v = float(value)
+    if math.isnan(v):
+        return "__int_as_float(0x7fffffff)"
+    if math.isinf(v):
+        return "__int_as_float(0x7f800000)" if v > 0 else "__int_as_float(0xff800000)"
+    text = repr(v)
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return text + "f"
+
+
+def _gelu(args, kw) -> str:
+    if (kw.get("approximate") or (args[1] if len(args) > 1 else "none")) == "tanh":
+        return "(0.5f * {a} * (1.f + tanhf(0.7978845608028654f * ({a} + 0.044715f * {a} * {a} * {a}))))"
+    return "(0.5f * {a} * (1.f + erff({a} * 0.7071067811865476f)))"
+
+
+def _alpha(args, kw, sign: str) -> str:
+    alpha = kw.get("alpha", args[2] if len(args) > 2 else 1)
+    return "({a} %s {b})" % sign if alpha in (1, 1.0) else "({a} %s %s * {b})" % (sign, c_float(alpha))
+
+
+def _clamp(args, kw) -> str:
+    lo = kw.get("min", args[1] if len(args) > 1 else None)
+    hi = kw.get("max", args[2] if len(args) > 2 else None)
+    expr = "{a}"
+    if lo is not None:
+        expr = f"({expr} < {c_float(lo)} ? {c_float(lo)} : {expr})"
+    if hi is not None:
+        expr = f"({expr} > {c_float(hi)} ? {c_float(hi)} : {expr})"
+    return expr
+
+
+def _pow_scalar(args, kw) -> str:
+    e = float(args[1])
+    if e == 2.0:
+        return "({a} * {a})"
+    if e == 3.0:
+        return "({a} * {a} * {a})"
+    if e == 0.5:
+        return "sqrtf({a})"
+    if e == 1.0:
+        return "{a}"
+    if e == -1.0:
+        return "(1.f / {a})"
+    return "powf({a}, %s)" % c_float(e)
+
+
+def _elu(args, kw) -> str:
+    alpha = float(args[1]) if len(args) > 1 else 1.0
+    scale = float(args[2]) if len(args) > 2 else 1.0
+    input_scale = float(args[3]) if len(args) > 3 else 1.0
+    return ("({a} > 0.f ? %s * {a} : %s * expm1f(%s * {a}))"
+            % (c_float(scale), c_float(alpha * scale), c_float(input_scale)))
+
+
+def _leaky(args, kw) -> str:
+    slope = float(args[1]) if len(args) > 1 else 0.01
+    return "({a} > 0.f ? {a} : %s * {a})" % c_float(slope)
+
+
+def _hardtanh(args, kw) -> str:
+    lo = float(args[1]) if len(args) > 1 else -1.0
+    hi = float(args[2]) if len(args) > 2 else 1.0
+    return _clamp(["x", lo, hi], {})
+
+
+def _softplus(args, kw) -> str:
+    beta = float(args[1]) if len(args) > 1 else 1.0
+    threshold = float(args[2]) if len(args) > 2 else 20.0
+    b = c_float(beta)
+    return "({a} * %s > %s ? {a} : log1pf(expf({a} * %s)) / %s)" % (b, c_float(threshold), b, b)
+
+
+def _div_mode(args, kw) -> str:
+    mode = kw.get("rounding_mode")
+    if mode == "trunc":
+        return "truncf({a} / {b})"
+    if mode == "floor":
+        return "floorf({a} / {b})"
+    return "({a} / {b})"
+
+
+def _fixed(expr: str):
+    return lambda args, kw: expr
+
+
+# op -> function(args, kwargs) -> C template over {a} {b} {c}: the op's tensor/scalar operands in order.
+POINTWISE = {
+    "aten.add.Tensor": lambda a, k: _alpha(a, k, "+"),
+    "aten.add.Scalar": lambda a, k: _alpha(a, k, "+"),
+    "aten.sub.Tensor": lambda a, k: _alpha(a, k, "-"),
+    "aten.sub.Scalar": lambda a, k: _alpha(a, k, "-"),
+    "aten.rsub.Scalar": _fixed("({b} - {a})"),
+    "aten.rsub.Tensor": _fixed("({b} - {a})"),
+    "aten.mul.Tensor": _fixed("({a} * {b})"),
+    "aten.mul.Scalar": _fixed("({a} * {b})"),
+    "aten.div.Tensor": _fixed("({a} / {b})"),
+    "aten.div.Scalar": _fixed("({a} / {b})"),
+    "aten.div.Tensor_mode": _div_mode,
+    "aten.neg.default": _fixed("(-{a})"),
+    "aten.abs.default": _fixed("fabsf({a})"),
+    "aten.exp.default": _fixed("expf({a})"),
+    "aten.exp2.default": _fixed("exp2f({a})"),
+    "aten.expm1.default": _fixed("expm1f({a})"),
+    "aten.log.default": _fixed("logf({a})"),
+    "aten.log2.default": _fixed("log2f({a})"),
+    "aten.log1p.default": _fixed("log1pf({a})"),
+    "aten.sqrt.default": _fixed("sqrtf({a})"),
+    "aten.rsqrt.default": _fixed("rsqrtf({a})"),
+    "aten.reciprocal.default": _fixed("(1.f / {a})"),
+    "aten.sin.default": _fixed("sinf({a})"),
+    "aten.cos.default": _fixed("cosf({a})"),
+    "aten.tanh.default": _fixed("tanhf({a})"),
+    "aten.erf.default": _fixed("erff({a})"),
+    "aten.sigmoid.default": _fixed("(1.f / (1.f + expf(-{a})))"),
+    "aten.silu.default": _fixed("({a} / (1.f + expf(-{a})))"),
+    "aten.gelu.default": _gelu,
+    "aten.relu.default": _fixed("({a} < 0.f ? 0.f : {a})"),
+    "aten.elu.default": _elu,
+    "aten.leaky_relu.default": _leaky,
+    "aten.hardtanh.default": _hardtanh,
+    "aten.softplus.default": _softplus,
+    "aten.clamp.default": _clamp,
+    "aten.clamp_min.default": lambda a, k: _clamp(["x", a[1], None], {}),
+    "aten.clamp_max.default": lambda a, k: _clamp(["x", None, a[1]], {}),
+    "aten.maximum.default": _fixed("(({a} != {a} || {a} > {b}) ? {a} : {b})"),
+    "aten.minimum.default": _fixed("(({a} != {a} || {a} < {b}) ? {a} : {b})"),
+    "aten.pow.Tensor_Scalar": _pow_scalar,
+    "aten.pow.Tensor_Tensor": _fixed("powf({a}, {b})"),
+    "aten.where.self": _fixed("({a} != 0.f ? {b} : {c})"),
+    "aten.masked_fill.Scalar": _fixed("({b} != 0.f ? {c} : {a})"),
+    "aten.masked_fill.Tensor": _fixed("({b} != 0.f ? {c} : {a})"),
+    "aten.eq.Scalar": _fixed("(float)({a} == {b})"),
+    "aten.eq.Tensor": _fixed("(float)({a} == {b})"),
+    "aten.ne.Scalar": _fixed("(float)({a} != {b})"),
+    "aten.ne.Tensor": _fixed("(float)({a} != {b})"),
+    "aten.lt.Scalar": _fixed("(float)({a} < {b})"),
+    "aten.lt.Tensor": _fixed("(float)({a} < {b})"),
+    "aten.le.Scalar": _fixed("(float)({a} <= {b})"),
+    "aten.le.Tensor": _fixed("(float)({a} <= {b})"),
+    "aten.gt.Scalar": _fixed("(float)({a} > {b})"),
+    "aten.gt.Tensor": _fixed("(float)({a} > {b})"),
+    "aten.ge.Scalar": _fixed("(float)({a} >= {b})"),
+    "aten.ge.Tensor": _fixed("(float)({a} >= {b})"),
+    "aten.logical_not.default": _fixed("(float)({a} == 0.f)"),
+    "aten.bitwise_not.default": _fixed("(float)({a} == 0.f)"),
+    "aten.logical_and.default": _fixed("(float)({a} != 0.f && {b} != 0.f)"),
+    "aten.logical_or.default": _fixed("(float)({a} != 0.f || {b} != 0.f)"),
+    "aten.isnan.default": _fixed("(float)({a} != {a})"),
+    "aten.isinf.default": _fixed("(float)isinf({a})"),
+    "aten.sign.default": _fixed("(float)(({a} > 0.f) - ({a} < 0.f))"),
+    "aten.floor.default": _fixed("floorf({a})"),
+    "aten.ceil.default": _fixed("ceilf({a})"),
+    "aten.round.default": _fixed("rintf({a})"),
+    "aten.trunc.default": _fixed("truncf({a})"),
+    "aten._to_copy.default": _fixed("{a}"),
+    "prims.convert_element_type.default": _fixed("{a}"),
+    "aten.fill.Scalar": lambda a, k: c_float(a[1]),
+}
+
+# How many leading positional args are operands (the rest shape the expression); default: all.
+OPERAND_COUNT = {
+    "aten.gelu.default": 1, "aten.elu.default": 1, "aten.leaky_relu.default": 1,
+    "aten.hardtanh.default": 1, "aten.softplus.default": 1, "aten.clamp.default": 1,
+    "aten.clamp_min.default": 1, "aten.clamp_max.default": 1, "aten.pow.Tensor_Scalar": 1,
+    "aten.add.Tensor": 2, "aten.add.Scalar": 2, "aten.sub.Tensor": 2, "aten.sub.Scalar": 2,
+    "aten.rsub.Scalar": 2, "aten.rsub.Tensor": 2, "aten.fill.Scalar": 0,
+}
+
+# FLOPs per element, roughly (for the plan): transcendental ops count as several.
+FLOPS = {"aten.exp.default": 4, "aten.erf.default": 8, "aten.tanh.default": 6, "aten.gelu.default": 10,
+         "aten.sigmoid.default": 5, "aten.silu.default": 6, "aten.log.default": 4, "aten.rsqrt.default": 2,
+         "aten.softplus.default": 8, "aten.elu.default": 5}
+
+
+def classify(op: str, dtype: str) -> str:
+    if op in LIBRARY_OPS:
+        return "library"
+    if op in CREATION_OPS:
+        return "creation"
+    if op in VIEW_OPS:
+        return "view" if dtype in KERNEL_DTYPES else "torch"
+    if op in REDUCTION_OPS:
+        return "reduction" if dtype in FLOAT_DTYPES else "torch"
+    if op in POINTWISE:
+        return "pointwise" if dtype in KERNEL_DTYPES else "torch"
+    return "torch"
+
+
+def short(op: str) -> str:
+    """``aten.add.Tensor`` -> ``add`` (for messages)."""
+    parts = op.split(".")
+    return parts[1] if len(parts) > 1 else op

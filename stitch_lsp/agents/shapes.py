@@ -1,0 +1,245 @@
+"""Shapes and dtypes for a Region's inputs, from the sources DESIGN.md names, in its order.
+
+1. ``get_inputs()`` in the file (read statically: ``torch.randn(8, 1024)`` and friends),
+   with ``get_init_inputs()`` for ``__init__``'s arguments;
+2. a ``# stitch: x=[8,1024] float32, w=[1024,1024] bf16, hidden=1024`` comment just above the selection;
+3. a shape recorder run of the file (trusted workspaces; see ``recorded``);
+4. ``settings.shapes`` (``{"x": "8x1024 float32"}``).
+
+Never guesses: what no source gives is listed in ``missing``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from attrs import define, field
+
+from stitch_lsp.analysis.python_region import Region
+from stitch_lsp.pipeline import TensorSpec
+
+DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "f32": "float32",
+          "float16": "float16", "fp16": "float16", "half": "float16", "f16": "float16",
+          "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "double": "float64",
+          "int64": "int64", "long": "int64", "int32": "int32", "int": "int32", "bool": "bool"}
+_COMMENT = re.compile(r"#\s*stitch:\s*(.*)$")
+_ENTRY = re.compile(r"(\w+)\s*=\s*(\[[^\]]*\]|\(\s*[^)]*\)|[-+0-9.eE]+)\s*([A-Za-z0-9_]+)?")
+
+
+@define
+class ShapeResult:
+    specs: dict[str, TensorSpec] = field(factory=dict)
+    values: dict[str, str] = field(factory=dict)  # __init__ arguments / scalars: name -> Python literal
+    sources: dict[str, str] = field(factory=dict)  # name -> where it came from
+    missing: list[str] = field(factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def parse_dims(text: str) -> tuple[int, ...]:
+    text = text.strip().strip("[]()").replace("x", ",").replace("×", ",")
+    return tuple(int(p) for p in re.split(r"[,\s]+", text) if p)
+
+
+def parse_spec(text: str) -> TensorSpec:
+    """``"8x1024 float32"`` / ``"[8, 1024] bf16"`` -> TensorSpec."""
+    m = re.match(r"\s*([\[(]?[0-9x×,\s]+[\])]?)\s*([A-Za-z0-9_]*)\s*$", text)
+    if not m:
+        raise ValueError(f"cannot read {text!r}: write it like '8x1024 float32'")
+    dtype = DTYPES.get((m.group(2) or "float32").lower().removeprefix("torch."))
+    if dtype is None:
+        raise ValueError(f"unknown dtype {m.group(2)!r}")
+    return TensorSpec(parse_dims(m.group(1)), dtype)
+
+
+def comment_entries(lines: list[str], start_line: int) -> tuple[dict[str, TensorSpec], dict[str, str], int | None]:
+    """The ``# stitch:`` comment lines right above ``start_line``: (specs, values, its line)."""
+    specs: dict[str, TensorSpec] = {}
+    values: dict[str, str] = {}
+    line_no = None
+    i = start_line - 1
+    while i >= 0 and lines[i].strip().startswith("#"):
+        m = _COMMENT.search(lines[i])
+        if m:
+            line_no = i
+            for name, dims, dtype in _ENTRY.findall(m.group(1)):
+                if dims.startswith(("[", "(")):
+                    specs[name] = TensorSpec(parse_dims(dims), DTYPES.get((dtype or "float32").lower(), "float32"))
+                else:
+                    values[name] = dims
+        i -= 1
+    return specs, values, line_no
+
+
+def _eval(node: ast.AST, env: dict[str, object]):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        raise ValueError(node.id)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [_eval(e, env) for e in node.elts]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand, env)
+    if isinstance(node, ast.BinOp):
+        a, b = _eval(node.left, env), _eval(node.right, env)
+        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+               ast.FloorDiv: lambda: a // b, ast.Div: lambda: a / b, ast.Pow: lambda: a ** b}
+        if type(node.op) in ops:
+            return ops[type(node.op)]()
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return "torch." + node.attr
+    raise ValueError(ast.dump(node))
+
+
+def _module_env(tree: ast.Module) -> dict[str, object]:
+    env: dict[str, object] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            try:
+                env[stmt.targets[0].id] = _eval(stmt.value, env)
+            except (ValueError, TypeError, ZeroDivisionError):
+                pass
+    return env
+
+
+def _returned(tree: ast.Module, name: str) -> ast.AST | None:
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            for s in stmt.body:
+                if isinstance(s, ast.Return):
+                    return s.value
+    return None
+
+
+def _tensor_spec(call: ast.AST, env: dict[str, object]) -> TensorSpec | None:
+    """``torch.randn(8, 1024, dtype=torch.bfloat16)`` (also rand / ones / zeros / empty / randint)."""
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("cuda", "to", "contiguous"):
+        inner = call.func.value
+        spec = _tensor_spec(inner, env)
+        if spec and call.func.attr == "to":
+            for a in list(call.args) + [k.value for k in call.keywords]:
+                try:
+                    v = _eval(a, env)
+                except ValueError:
+                    continue
+                if isinstance(v, str) and v.startswith("torch.") and v[6:] in DTYPES:
+                    spec = TensorSpec(spec.shape, DTYPES[v[6:]])
+        return spec
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    fn = call.func.attr
+    if fn not in ("randn", "rand", "ones", "zeros", "empty", "randint", "full"):
+        return None
+    args = list(call.args)
+    if fn == "randint":
+        args = args[2:] if len(args) >= 3 else args[1:]
+    if fn == "full":
+        args = args[:1]
+    try:
+        dims = [_eval(a, env) for a in args]
+    except ValueError:
+        return None
+    if len(dims) == 1 and isinstance(dims[0], list):
+        dims = dims[0]
+    dtype = "int64" if fn == "randint" else "float32"
+    for k in call.keywords:
+        if k.arg == "dtype":
+            try:
+                v = _eval(k.value, env)
+            except ValueError:
+                return None
+            dtype = DTYPES.get(str(v).removeprefix("torch."), dtype)
+        if k.arg == "size":
+            try:
+                dims = list(_eval(k.value, env))
+            except ValueError:
+                return None
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    return TensorSpec(tuple(dims), dtype)
+
+
+def from_get_inputs(source: str) -> tuple[list[TensorSpec | None], list[str]] | None:
+    """(specs of ``get_inputs()``, literals of ``get_init_inputs()``), or None if the file has no get_inputs."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    env = _module_env(tree)
+    ret = _returned(tree, "get_inputs")
+    if ret is None:
+        return None
+    elems = ret.elts if isinstance(ret, (ast.List, ast.Tuple)) else [ret]
+    specs = [_tensor_spec(e, env) for e in elems]
+    init: list[str] = []
+    iret = _returned(tree, "get_init_inputs")
+    if isinstance(iret, (ast.List, ast.Tuple)):
+        for e in iret.elts:
+            try:
+                init.append(repr(_eval(e, env)))
+            except ValueError:
+                init.append("")
+    return specs, init
+
+
+def resolve(region: Region, source: str, shapes_setting: dict[str, str] | None = None,
+            recorded: ShapeResult | None = None) -> ShapeResult:
+    out = ShapeResult()
+    lines = source.splitlines()
+    wanted = list(region.inputs)
+    got = from_get_inputs(source)
+    if got is not None:
+        specs, init = got
+        for name, spec in zip(region.function_params, specs):
+            if spec is not None and name in wanted:
+                out.specs[name] = spec
+                out.sources[name] = "get_inputs"
+        for (name, _default), value in zip(region.init_params, init):
+            if value:
+                out.values[name] = value
+                out.sources[name] = "get_init_inputs"
+    cspecs, cvalues, _ = comment_entries(lines, region.range.start.line)
+    for name, spec in cspecs.items():
+        if name not in out.specs:
+            out.specs[name] = spec
+            out.sources[name] = "comment"
+    for name, value in cvalues.items():
+        out.values.setdefault(name, value)
+        out.sources.setdefault(name, "comment")
+    if recorded is not None:
+        for name, spec in recorded.specs.items():
+            if name not in out.specs:
+                out.specs[name] = spec
+                out.sources[name] = "recorder"
+        for name, value in recorded.values.items():
+            out.values.setdefault(name, value)
+    for name, text in (shapes_setting or {}).items():
+        if name in wanted and name not in out.specs:
+            try:
+                out.specs[name] = parse_spec(text)
+                out.sources[name] = "settings"
+            except ValueError:
+                pass
+    for name, default in region.init_params:
+        if name not in out.values and default is not None:
+            out.values[name] = default
+            out.sources[name] = "default"
+    out.missing = [n for n in wanted if n not in out.specs]
+    return out
+
+
+def comment_template(region: Region, known: ShapeResult | None = None) -> str:
+    """A filled-in ``# stitch:`` line for the quick fix (known shapes filled, the rest as placeholders)."""
+    parts = []
+    for name in region.inputs:
+        spec = known.specs.get(name) if known else None
+        if spec is not None:
+            parts.append(f"{name}=[{','.join(str(d) for d in spec.shape)}] {spec.dtype}")
+        else:
+            parts.append(f"{name}=[8,1024] float32")
+    return f"{region.indent}# stitch: " + ", ".join(parts)

@@ -1,0 +1,36 @@
+"""The built-in template Coder: lowers a Plan's graph into fused CUDA kernels. No network, no API key.
+
+Pointwise chains (any broadcasting, views, slices, ``cat``) become one
+vectorised grid-stride kernel; groups with last-dimension reductions (softmax,
+log-softmax, logsumexp, LayerNorm, RMSNorm, GroupNorm, sum / mean / max / min)
+become one row kernel with their prologue and epilogue fused in; GEMMs stay on
+cuBLAS through torch (with the reference's TF32 setting) and their epilogues
+are fused. What it cannot lower stays PyTorch and is listed in
+``Candidate.uncovered_ops``.
+"""
+
+from __future__ import annotations
+
+from stitch_lsp.agents.template_coder.lower import LoweredProgram, lower
+from stitch_lsp.agents.template_coder.binding import candidate_module, edit_module
+from stitch_lsp.pipeline import Candidate, Plan, Task
+
+
+class TemplateCoder:
+    name = "template"
+
+    def generate(self, task: Task, plan: Plan, feedback: str | None = None) -> Candidate:
+        if plan.graph is None:
+            raise ValueError("the plan has no traced graph; the template Coder lowers the traced graph")
+        program = lower(plan.graph)
+        module = candidate_module(task, program)
+        return Candidate(
+            module_source=module,
+            cuda_sources={f"{k.name}.cu": k.source for k in program.kernels},
+            coder="template",
+            notes=program.notes,
+            uncovered_ops=program.uncovered_ops,
+        )
+
+
+__all__ = ["TemplateCoder", "LoweredProgram", "lower", "candidate_module", "edit_module"]

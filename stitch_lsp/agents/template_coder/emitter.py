@@ -1,0 +1,286 @@
+"""Pull-model code generation: a node's value at an index, as CUDA statements.
+
+Every value is computed in fp32 at a linear index of its own (contiguous) shape.
+Views, broadcasts, slices, permutes and ``cat`` are index maps, so a whole chain
+of them costs index arithmetic, not memory traffic. Values are memoised by
+(node, index), so a value used twice is computed once and lives in a register.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from stitch_lsp.agents import op_table
+from stitch_lsp.op_graph import OpNode
+
+
+class Unsupported(Exception):
+    """The group has a pattern the template Coder does not lower (it stays PyTorch)."""
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return strides
+
+
+def coords(ix: str, shape: tuple[int, ...]) -> list[str]:
+    """C expressions for each coordinate of linear index ``ix`` in ``shape``."""
+    strides = contiguous_strides(shape)
+    out = []
+    for d, (size, stride) in enumerate(zip(shape, strides)):
+        if size == 1:
+            out.append("0")
+            continue
+        expr = f"({ix})" if stride == 1 else f"(({ix}) / {stride}LL)"
+        if d > 0:
+            expr = f"({expr} % {size}LL)"
+        out.append(expr)
+    return out
+
+
+def linear(terms: list[tuple[str, int]], offset: int = 0) -> str:
+    parts = [f"{c} * {m}LL" if m != 1 else c for c, m in terms if m != 0 and c != "0"]
+    if offset:
+        parts.append(f"{offset}LL")
+    return "(" + " + ".join(parts) + ")" if parts else "0LL"
+
+
+def broadcast_index(ix: str, dst: tuple[int, ...], src: tuple[int, ...]) -> str:
+    """Index into ``src`` of the element at ``ix`` of ``dst`` that ``src`` broadcasts to."""
+    if tuple(src) == tuple(dst):
+        return ix
+    if math.prod(src) == 1:
+        return "0LL"
+    pad = len(dst) - len(src)
+    if pad < 0:
+        raise Unsupported(f"cannot broadcast {list(src)} to {list(dst)}")
+    full = (1,) * pad + tuple(src)
+    sstrides = contiguous_strides(full)
+    # Collapse: if src equals dst on a trailing block and is 1 elsewhere, it is a simple modulo.
+    c = coords(ix, dst)
+    terms = []
+    for d in range(len(dst)):
+        if full[d] == 1:
+            continue
+        if full[d] != dst[d]:
+            raise Unsupported(f"cannot broadcast {list(src)} to {list(dst)}")
+        terms.append((c[d], sstrides[d]))
+    # Trailing-suffix shortcut: src non-1 dims are exactly the last k dims of dst.
+    k = 0
+    while k < len(dst) and full[len(dst) - 1 - k] == dst[len(dst) - 1 - k] and full[len(dst) - 1 - k] != 1:
+        k += 1
+    if k and all(full[d] == 1 for d in range(len(dst) - k)):
+        return f"(({ix}) % {math.prod(dst[len(dst) - k:])}LL)"
+    return linear(terms)
+
+
+def is_row_broadcast(src: tuple[int, ...], dst: tuple[int, ...], row_len: int) -> bool:
+    """``src`` holds one value per row of ``dst`` (rows of ``row_len`` trailing elements)."""
+    pad = len(dst) - len(src)
+    if pad < 0:
+        return False
+    full = (1,) * pad + tuple(src)
+    n = 1
+    k = len(dst)
+    while k > 0 and n < row_len:
+        k -= 1
+        n *= dst[k]
+    if n != row_len:
+        return False
+    return all(full[d] == dst[d] for d in range(k)) and all(full[d] == 1 for d in range(k, len(dst)))
+
+
+class Emitter:
+    """Writes the statements that compute values of one fused group."""
+
+    def __init__(self, index: dict[str, OpNode], members: set[str], leaf_name: Callable[[str], str]) -> None:
+        self.index = index
+        self.members = members
+        self.leaf_name = leaf_name  # group input -> kernel parameter name
+        self.lines: list[str] = []
+        self.memo: dict[tuple[str, str], str] = {}
+        self.counter = 0
+        self.indent = "    "
+        # Row-kernel context: values per row (reductions and what derives from them).
+        self.row_len = 0
+        self.row_values: dict[str, str] = {}
+        self.row_nodes: set[str] = set()
+        # Vector loads: (leaf, index var) -> (chunk base expr, lane) filled by the kernel writer.
+        self.vector_hint: Callable[[str, str], str | None] = lambda leaf, ix: None
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append(self.indent + line)
+
+    # -- values ---------------------------------------------------------------
+
+    def value(self, name: str, ix: str) -> str:
+        key = (name, ix)
+        if key in self.memo:
+            return self.memo[key]
+        if name in self.row_nodes and ix != "row":
+            raise Unsupported(f"{name} is a per-row value used at a per-element index")
+        if name in self.row_values and ix == "row":
+            return self.row_values[name]
+        node = self.index[name]
+        if name not in self.members:
+            out = self._load(name, node, ix)
+        else:
+            out = self._compute(node, ix)
+        self.memo[key] = out
+        return out
+
+    def _load(self, name: str, node: OpNode, ix: str) -> str:
+        hinted = self.vector_hint(name, ix)
+        if hinted is not None:
+            return hinted
+        var = self.fresh()
+        self.emit(f"const float {var} = stitch_ld({self.leaf_name(name)}, {ix});")
+        return var
+
+    def operand(self, node: OpNode, arg: Any, ix: str) -> str:
+        if isinstance(arg, dict) and "$" in arg:
+            src = self.index[arg["$"]]
+            if ix == "row":
+                if src.name in self.row_nodes or (src.name in self.row_values):
+                    return self.value(src.name, "row")
+                return self.value(src.name, broadcast_index("row", node.shape, src.shape))
+            if src.name in self.row_nodes:
+                if not is_row_broadcast(src.shape, node.shape, self.row_len):
+                    raise Unsupported(f"{src.name} {list(src.shape)} does not broadcast per row into {list(node.shape)}")
+                return self.value(src.name, "row")
+            return self.value(src.name, broadcast_index(ix, node.shape, src.shape))
+        if isinstance(arg, bool):
+            return "1.f" if arg else "0.f"
+        if isinstance(arg, (int, float)):
+            return op_table.c_float(arg)
+        raise Unsupported(f"{op_table.short(node.op)} has an operand of an unsupported kind")
+
+    def _compute(self, node: OpNode, ix: str) -> str:
+        kind = op_table.classify(node.op, node.dtype)
+        args = node.args
+        if kind == "creation":
+            value = args[0] if node.op == "aten.scalar_tensor.default" else args[1]
+            return op_table.c_float(value)
+        if kind == "pointwise":
+            count = op_table.OPERAND_COUNT.get(node.op, len(args))
+            template = op_table.POINTWISE[node.op](args, node.kwargs)
+            operands = [self.operand(node, a, ix) for a in args[:count]]
+            names = dict(zip("abc", operands))
+            if node.op == "aten.fill.Scalar":
+                names = {}
+            expr = template.format(**names)
+            if node.dtype == "bool":
+                expr = f"(({expr}) != 0.f ? 1.f : 0.f)"
+            elif node.op in ("aten._to_copy.default", "prims.convert_element_type.default"):
+                expr = _round_to(expr, node.dtype)
+            var = self.fresh()
+            self.emit(f"const float {var} = {expr};")
+            return var
+        if kind == "view":
+            return self._view(node, ix)
+        if kind == "reduction":
+            raise Unsupported(f"{op_table.short(node.op)} used where its row value is not ready")
+        raise Unsupported(f"{op_table.short(node.op)} is not fused by the template Coder")
+
+    def _view(self, node: OpNode, ix: str) -> str:
+        op = node.op
+        args = node.args
+        src_name = args[0]["$"] if op != "aten.cat.default" else None
+        if op == "aten.cat.default":
+            return self._cat(node, ix)
+        src = self.index[src_name]
+        if ix == "row":
+            if src.numel == node.numel and op not in ("aten.permute.default", "aten.t.default",
+                                                       "aten.transpose.int", "aten.expand.default"):
+                return self.value(src_name, "row")
+            raise Unsupported(f"{op_table.short(op)} of a per-row value")
+        if op == "aten.expand.default":
+            return self.value(src_name, broadcast_index(ix, node.shape, src.shape))
+        if op in ("aten.permute.default", "aten.t.default", "aten.transpose.int"):
+            rank = len(src.shape)
+            if op == "aten.t.default":
+                perm = [1, 0] if rank == 2 else [0]
+            elif op == "aten.transpose.int":
+                a, b = args[1] % rank, args[2] % rank
+                perm = list(range(rank))
+                perm[a], perm[b] = perm[b], perm[a]
+            else:
+                perm = [p % rank for p in args[1]]
+            c = coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            return self._as_var(linear([(c[d], sstr[perm[d]]) for d in range(rank)]))
+        if op == "aten.slice.Tensor":
+            rank = len(src.shape)
+            dim = (args[1] if len(args) > 1 else 0) % rank
+            start = args[2] if len(args) > 2 and args[2] is not None else 0
+            step = args[4] if len(args) > 4 else 1
+            if start < 0:
+                start += src.shape[dim]
+            start = max(0, min(start, src.shape[dim]))
+            c = coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            terms = [(c[d] if d != dim else (f"({c[d]} * {step}LL)" if step != 1 else c[d]), sstr[d]) for d in range(rank)]
+            return self.value(src_name, self._as_var(linear(terms, start * sstr[dim])))
+        if op == "aten.select.int":
+            rank = len(src.shape)
+            dim = args[1] % rank
+            pos = args[2] % src.shape[dim]
+            c = coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            terms = [(c[d if d < dim else d - 1], sstr[d]) for d in range(rank) if d != dim]
+            return self.value(src_name, self._as_var(linear(terms, pos * sstr[dim])))
+        # Same elements, same order: view / reshape / unsqueeze / squeeze / alias / clone / detach.
+        if src.numel != node.numel:
+            raise Unsupported(f"{op_table.short(op)} changes the element count")
+        return self.value(src_name, ix)
+
+    def _as_var(self, expr: str) -> str:
+        if expr.replace("_", "").isalnum():
+            return expr
+        var = self.fresh("i")
+        self.emit(f"const long long {var} = {expr};")
+        return var
+
+    def _cat(self, node: OpNode, ix: str) -> str:
+        tensors = [self.index[a["$"]] for a in node.args[0]]
+        rank = len(node.shape)
+        dim = (node.args[1] if len(node.args) > 1 else 0) % rank
+        c = coords(ix, node.shape)
+        out = self.fresh()
+        self.emit(f"float {out};")
+        start = 0
+        saved_memo = dict(self.memo)
+        for k, t in enumerate(tensors):
+            size = t.shape[dim] if len(t.shape) == rank else 0
+            if size == 0:
+                continue
+            end = start + size
+            cond = f"{c[dim]} < {end}LL" if k < len(tensors) - 1 else ""
+            self.emit(("if (" + cond + ") {") if k == 0 else ("} else if (" + cond + ") {" if cond else "} else {"))
+            old = self.indent
+            self.indent += "  "
+            sstr = contiguous_strides(t.shape)
+            terms = [((f"({c[d]} - {start}LL)" if d == dim and start else c[d]), sstr[d]) for d in range(rank)]
+            sub_ix = self._as_var(linear(terms))
+            val = self.value(t.name, sub_ix)
+            self.emit(f"{out} = {val};")
+            self.indent = old
+            self.memo = dict(saved_memo)
+            start = end
+        self.emit("}")
+        return out
+
+
+def _round_to(expr: str, dtype: str) -> str:
+    if dtype == "bfloat16":
+        return f"__bfloat162float(__float2bfloat16_rn({expr}))"
+    if dtype == "float16":
+        return f"__half2float(__float2half_rn({expr}))"
+    return expr

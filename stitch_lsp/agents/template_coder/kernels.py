@@ -1,0 +1,307 @@
+"""The two kernel shapes of the template Coder, written from a fusion group.
+
+* Pointwise: a grid-stride loop; each thread takes UNROLL chunks of VEC elements
+  (16-byte loads and stores), issuing every load before the first store.
+* Row reduction: one warp or one block per row of the last dimension(s); the row
+  is held in registers, so softmax / LayerNorm / RMSNorm and whatever comes
+  before and after them read each input once and write each output once.
+  Reductions go through warp shuffles (and shared memory across warps) in fp32.
+
+Shapes are the Task's (concrete): sizes are compile-time constants.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from attrs import define, field
+
+from stitch_lsp.agents import op_table
+from stitch_lsp.agents.fusion import Group, reduction_dims
+from stitch_lsp.agents.template_coder.cuda_common import PREAMBLE
+from stitch_lsp.agents.template_coder.emitter import Emitter, Unsupported
+from stitch_lsp.op_graph import OpNode
+
+THREADS = 256
+MAX_ROW_ELEMS = 32  # per thread, held in registers
+
+
+@define
+class KernelSpec:
+    """One generated kernel and how the binding launches it."""
+
+    name: str
+    source: str
+    kind: str  # pointwise | row_reduction
+    params: list[str] = field(factory=list)  # value names, in parameter order (inputs then outputs)
+    outputs: list[str] = field(factory=list)
+    grid: int = 1
+    block: int = THREADS
+    note: str = ""
+    bytes_moved: int = 0
+
+
+def _c_type(dtype: str) -> str:
+    return {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "unsigned char"}[dtype]
+
+
+def _vec_for(dtypes: list[str], n: int) -> int:
+    smallest = min((op_table.DTYPE_BYTES.get(d, 4) for d in dtypes), default=4)
+    vec = max(1, 16 // max(smallest, 1))
+    vec = min(vec, 8)
+    while vec > 1 and n % vec:
+        vec //= 2
+    return vec
+
+
+class _Writer:
+    def __init__(self, group: Group, index: dict[str, OpNode], name: str) -> None:
+        self.group = group
+        self.index = index
+        self.name = name
+        self.members = set(group.nodes)
+        self.leaves = [i for i in group.inputs]
+        for leaf in self.leaves:
+            node = index[leaf]
+            if node.dtype not in op_table.KERNEL_DTYPES:
+                raise Unsupported(f"input {leaf} is {node.dtype}; kernels take float32 / float16 / bfloat16 / bool")
+        for out in group.outputs:
+            if index[out].dtype not in op_table.KERNEL_DTYPES:
+                raise Unsupported(f"output {out} is {index[out].dtype}")
+        self.param_of = {leaf: f"in{k}" for k, leaf in enumerate(self.leaves)}
+        self.em = Emitter(index, self.members, lambda leaf: self.param_of[leaf])
+        self.vec_loaded: dict[tuple[str, str], list[str]] = {}
+        self.chunk_base: dict[str, str] = {}  # element var -> (chunk base var, lane)
+        self.elem_of: dict[str, tuple[str, int]] = {}
+        self.vec = 1
+
+    def signature(self) -> str:
+        params = [f"const {_c_type(self.index[l].dtype)}* __restrict__ {self.param_of[l]}" for l in self.leaves]
+        params += [f"{_c_type(self.index[o].dtype)}* __restrict__ out{k}" for k, o in enumerate(self.group.outputs)]
+        return ", ".join(params)
+
+    def hint(self, leaf: str, ix: str):
+        if self.vec == 1:
+            return None
+        node = self.index[leaf]
+        m = re.fullmatch(r"(e\d+_)(\d+)", ix)
+        mod = None
+        if m is None:
+            m2 = re.fullmatch(r"\(\((e\d+_)(\d+)\) % (\d+)LL\)", ix)
+            if m2 is None:
+                return None
+            prefix, lane, mod = m2.group(1), int(m2.group(2)), int(m2.group(3))
+            if mod % self.vec or node.numel != mod:
+                return None
+        else:
+            prefix, lane = m.group(1), int(m.group(2))
+            if node.numel != self.domain:
+                return None
+        base = self.chunk_base[prefix]
+        key = (leaf, prefix)
+        if key not in self.vec_loaded:
+            arr = self.em.fresh("ld")
+            start = base if mod is None else f"({base} % {mod}LL)"
+            self.em.emit(f"float {arr}[{self.vec}];")
+            self.em.emit(f"stitch_ldv<{self.vec}>({self.param_of[leaf]} + {start}, {arr});")
+            self.vec_loaded[key] = [f"{arr}[{v}]" for v in range(self.vec)]
+        return self.vec_loaded[key][lane]
+
+    def declare_chunk(self, k: int, base_expr: str) -> str:
+        base = f"c{k}"
+        self.em.emit(f"const long long {base} = {base_expr};")
+        prefix = f"e{k}_"
+        self.chunk_base[prefix] = base
+        for v in range(self.vec):
+            self.em.emit(f"[[maybe_unused]] const long long {prefix}{v} = {base} + {v};")
+        return prefix
+
+    def store(self, k: int, prefix: str, guard: str) -> list[str]:
+        lines = []
+        for o_idx, out in enumerate(self.group.outputs):
+            vals = [self.em.value(out, f"{prefix}{v}") for v in range(self.vec)]
+            arr = self.em.fresh("st")
+            lines.append(f"{{ const float {arr}[{self.vec}] = {{{', '.join(vals)}}}; "
+                         f"stitch_stv<{self.vec}>(out{o_idx} + c{k}, {arr}); }}")
+        if guard:
+            return [f"if ({guard}) {{"] + ["  " + l for l in lines] + ["}"]
+        return lines
+
+
+def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
+    w = _Writer(group, index, name)
+    outs = [index[o] for o in group.outputs]
+    domain = max(o.numel for o in outs)
+    for o in outs:
+        if o.numel != domain:
+            raise Unsupported(f"outputs of different sizes ({list(o.shape)} vs {domain} elements)")
+    w.domain = domain
+    identity = [index[l].dtype for l in w.leaves if index[l].numel == domain] + [o.dtype for o in outs]
+    w.vec = _vec_for(identity, domain)
+    nchunk = domain // w.vec
+    per_thread_target = 4
+    unroll = per_thread_target if nchunk >= 132 * THREADS * 4 else (2 if nchunk >= 132 * THREADS * 2 else 1)
+    w.em.vector_hint = w.hint
+    w.em.indent = "    "
+    body_stores: list[str] = []
+    prefixes = []
+    for k in range(unroll):
+        if k == 0:
+            prefix = w.declare_chunk(0, f"q * {w.vec}LL")
+        else:
+            w.em.emit(f"const bool ok{k} = q + {k}LL * T < {nchunk}LL;")
+            prefix = w.declare_chunk(k, f"(ok{k} ? q + {k}LL * T : q) * {w.vec}LL")
+        prefixes.append(prefix)
+    for k, prefix in enumerate(prefixes):
+        body_stores += w.store(k, prefix, "" if k == 0 else f"ok{k}")
+    body = w.em.lines + ["    " + l for l in body_stores]
+    grid = max(1, min(math.ceil(nchunk / (THREADS * unroll)), 132 * 8))
+    src = PREAMBLE + f"""
+extern "C" __global__ void __launch_bounds__({THREADS}) {name}({w.signature()}) {{
+  const long long T = (long long)gridDim.x * blockDim.x;
+  for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < {nchunk}LL; q += T * {unroll}LL) {{
+{chr(10).join(body)}
+  }}
+}}
+"""
+    return KernelSpec(name=name, source=src, kind="pointwise", params=w.leaves + group.outputs,
+                      outputs=list(group.outputs), grid=grid, block=THREADS,
+                      note=f"{len(group.nodes)} ops, {domain} elements, {w.vec}-wide, {unroll} chunks/thread")
+
+
+_IDENTITY = {"sum": "0.f", "mean": "0.f", "max": "__int_as_float(0xff800000)",
+             "min": "__int_as_float(0x7f800000)", "prod": "1.f"}
+_COMBINE = {"sum": "({a} + {b})", "mean": "({a} + {b})", "max": "stitch_max({a}, {b})",
+            "min": "stitch_min({a}, {b})", "prod": "({a} * {b})"}
+
+
+def row_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
+    w = _Writer(group, index, name)
+    reductions = [n for n in group.nodes if op_table.classify(index[n].op, index[n].dtype) == "reduction"]
+    domain = row_len = None
+    for r in reductions:
+        dims, src = reduction_dims(index[r], index)
+        n = math.prod(src.shape[d] for d in dims)
+        if domain is None:
+            domain, row_len = src.numel, n
+        elif (src.numel, n) != (domain, row_len):
+            raise Unsupported("reductions over rows of different lengths in one group")
+        if src.name not in w.members and src.name not in group.inputs:
+            raise Unsupported("reduction of a value outside the group")
+    rows = domain // row_len
+    # Which members are per-row values (they depend on a reduction and hold one value per row).
+    depends: set[str] = set()
+    for n in group.nodes:
+        node = index[n]
+        if n in reductions or any(r in depends for r in node.refs()):
+            depends.add(n)
+    row_nodes = set()
+    for n in group.nodes:
+        if n in depends and index[n].numel != domain:
+            if index[n].numel != rows:
+                raise Unsupported(f"{n} has {index[n].numel} elements: neither a row nor a row value")
+            row_nodes.add(n)
+    for o in group.outputs:
+        if index[o].numel not in (domain, rows) or (index[o].numel == rows and o not in row_nodes and rows != domain):
+            raise Unsupported(f"output {o} is neither a full tensor nor one value per row")
+    full_outs = [o for o in group.outputs if o not in row_nodes]
+    row_outs = [o for o in group.outputs if o in row_nodes]
+    w.domain = domain
+    identity = [index[l].dtype for l in w.leaves if index[l].numel == domain] + [index[o].dtype for o in full_outs]
+    w.vec = _vec_for(identity or ["float32"], row_len)
+    per_row_chunks = math.ceil(row_len / w.vec)
+    rt = 32
+    while rt < 1024 and math.ceil(per_row_chunks / rt) * w.vec > 16:
+        rt *= 2
+    items = math.ceil(per_row_chunks / rt)
+    if items * w.vec > MAX_ROW_ELEMS:
+        raise Unsupported(f"rows of {row_len} elements do not fit the register tile (at most {1024 * MAX_ROW_ELEMS})")
+    block = 256 if rt == 32 else rt
+    rows_per_block = block // rt
+    em = w.em
+    em.vector_hint = w.hint
+    em.row_len = row_len
+    em.row_nodes = row_nodes
+    em.indent = "  "
+    em.emit(f"const int lane = threadIdx.x % {rt};")
+    em.emit(f"const long long row = (long long)blockIdx.x * {rows_per_block} + threadIdx.x / {rt};")
+    if rows_per_block > 1:
+        em.emit(f"if (row >= {rows}LL) return;")
+    em.emit(f"const long long rbase = row * {row_len}LL;")
+    prefixes = []
+    guards = []
+    for k in range(items):
+        j = f"({k * rt} + lane) * {w.vec}"
+        exact = (k + 1) * rt * w.vec <= row_len
+        guard = "" if exact else f"j{k} < {row_len}"
+        em.emit(f"const int j{k} = {j};")
+        prefixes.append(w.declare_chunk(k, f"rbase + ({guard} ? j{k} : 0)" if guard else f"rbase + j{k}"))
+        guards.append(guard)
+    nred = len(reductions)
+    if rt > 32:
+        em.emit(f"__shared__ float red[{max(nred, 1)}][32];")
+    for r_i, r in enumerate(reductions):
+        node = index[r]
+        how = op_table.REDUCTION_OPS[node.op]
+        dims, src = reduction_dims(node, index)
+        acc = em.fresh("acc")
+        em.emit(f"float {acc} = {_IDENTITY[how]};")
+        for k, prefix in enumerate(prefixes):
+            for v in range(w.vec):
+                val = em.value(src.name, f"{prefix}{v}")
+                combined = _COMBINE[how].format(a=acc, b=val)
+                em.emit(f"{acc} = {guards[k]} ? {combined} : {acc};" if guards[k] else f"{acc} = {combined};")
+        em.emit(f"#pragma unroll")
+        em.emit(f"for (int o = {min(rt, 32) // 2}; o > 0; o >>= 1) "
+                f"{acc} = {_COMBINE[how].format(a=acc, b=f'__shfl_xor_sync(0xffffffffu, {acc}, o)')};")
+        if rt > 32:
+            em.emit(f"if ((threadIdx.x & 31) == 0) red[{r_i}][threadIdx.x >> 5] = {acc};")
+            em.emit("__syncthreads();")
+            em.emit(f"{acc} = red[{r_i}][0];")
+            em.emit(f"#pragma unroll")
+            em.emit(f"for (int q = 1; q < {rt // 32}; ++q) {acc} = {_COMBINE[how].format(a=acc, b=f'red[{r_i}][q]')};")
+        if how == "mean":
+            em.emit(f"{acc} *= {op_table.c_float(1.0 / row_len)};")
+        if node.dtype != "float32":
+            em.emit(f"{acc} = {_round(acc, node.dtype)};")
+        em.row_values[r] = acc
+    stores: list[str] = []
+    group_outputs = group.outputs
+    group.outputs = full_outs
+    for k, prefix in enumerate(prefixes):
+        stores += w.store(k, prefix, guards[k])
+    group.outputs = group_outputs
+    for o in row_outs:
+        val = em.value(o, "row")
+        o_idx = group.outputs.index(o)
+        stores.append(f"if (lane == 0) out{o_idx}[row] = stitch_from_float<{_c_type(index[o].dtype)}>({val});")
+    # Full outputs keep their positions in the parameter list; re-map store targets.
+    stores = [_retarget(s, full_outs, group.outputs) for s in stores]
+    body = em.lines + ["  " + s for s in stores]
+    src = PREAMBLE + f"""
+extern "C" __global__ void __launch_bounds__({block}) {name}({w.signature()}) {{
+{chr(10).join(body)}
+}}
+"""
+    grid = math.ceil(rows / rows_per_block)
+    return KernelSpec(name=name, source=src, kind="row_reduction", params=w.leaves + group.outputs,
+                      outputs=list(group.outputs), grid=grid, block=block,
+                      note=(f"{len(group.nodes)} ops, {rows} rows of {row_len}, "
+                            f"{'a warp' if rt == 32 else f'{rt} threads'} per row, {w.vec}-wide"))
+
+
+def _round(expr: str, dtype: str) -> str:
+    if dtype == "bfloat16":
+        return f"__bfloat162float(__float2bfloat16_rn({expr}))"
+    if dtype == "float16":
+        return f"__half2float(__float2half_rn({expr}))"
+    return expr
+
+
+def _retarget(line: str, local: list[str], full: list[str]) -> str:
+    """Stores were written with output numbers among ``local``; use numbers among ``full``."""
+    def sub(m: re.Match) -> str:
+        k = int(m.group(1))
+        return f"out{full.index(local[k])} +" if k < len(local) else m.group(0)
+    return re.sub(r"out(\d+) \+", sub, line)

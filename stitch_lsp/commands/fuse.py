@@ -1,0 +1,117 @@
+"""``stitch fuse FILE.py:START-END [--apply] [--json]``: fuse selected lines into a CUDA kernel.
+
+Prints the plan and the verdict. ``--apply`` writes the edit (the kernel module,
+the loader, and the selection replaced by a call) only when the Verifier passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from stitch_lsp.cancellation import CancelToken, ProgressEvent
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fuse", help="fuse selected PyTorch lines into a verified CUDA kernel",
+                       description=__doc__)
+    p.add_argument("target", help="FILE.py:START-END (1-based lines, inclusive)")
+    p.add_argument("--apply", action="store_true", help="write the edit when the kernel passes verification")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.add_argument("--coder", default="template", choices=["template", "llm", "auto"])
+    p.add_argument("--workspace", type=Path, default=None, help="workspace root (default: the file's project)")
+    p.add_argument("--no-verify", action="store_true", help="plan and generate only")
+    p.set_defaults(func=run)
+
+
+def _workspace_for(path: Path) -> Path:
+    for parent in [path.parent, *path.parent.parents]:
+        if (parent / "pyproject.toml").exists() or (parent / ".git").exists():
+            return parent
+    return path.parent
+
+
+def parse_target(target: str) -> tuple[Path, int, int]:
+    m = re.fullmatch(r"(.+?):(\d+)(?:-(\d+))?", target)
+    if not m:
+        raise ValueError(f"expected FILE.py:START-END, got {target!r}")
+    start = int(m.group(2))
+    end = int(m.group(3) or start)
+    if start < 1 or end < start:
+        raise ValueError(f"bad line range {start}-{end}")
+    return Path(m.group(1)), start, end
+
+
+def _verifier(settings, root: Path):
+    try:
+        from stitch_lsp.verify.service import Verifier
+    except ImportError as exc:
+        return None, f"the Verifier is not available ({exc})"
+    return Verifier(settings, root), ""
+
+
+def run(args: argparse.Namespace) -> int:
+    from stitch_lsp.agents.fuse_edit import apply_text_edits, build_edit, names_for
+    from stitch_lsp.agents.fuse_region import prepare
+    from stitch_lsp.agents.fuse_service import fuse_task, outcome_json
+    from stitch_lsp.settings import Settings, from_pyproject, merge
+
+    try:
+        path, start, end = parse_target(args.target)
+    except ValueError as exc:
+        print(f"stitch fuse: {exc}", file=sys.stderr)
+        return 2
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"stitch fuse: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    root = (args.workspace or _workspace_for(path.resolve())).resolve()
+    settings, _ = merge(Settings(), from_pyproject(root))
+    rel = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
+    prepared = prepare(source, rel, start - 1, end - 1, settings)
+    if prepared.task is None:
+        print(f"stitch fuse: cannot fuse {args.target}: {prepared.problem}", file=sys.stderr)
+        return 1
+    verifier, why = (None, "--no-verify") if args.no_verify else _verifier(settings, root)
+    if verifier is None and not args.no_verify:
+        print(f"stitch fuse: {why}; planning and generating only", file=sys.stderr)
+
+    def report(ev: ProgressEvent) -> None:
+        if not args.json:
+            print(f"[{ev.stage}] {ev.message}", file=sys.stderr)
+
+    task = prepared.task
+    module_path, func = names_for(task, settings)
+    outcome = fuse_task(task, settings, coder=args.coder, verifier=verifier, cancel=CancelToken(),
+                        report=report, workdir=root, edit_namer=lambda _o: (module_path, func))
+    if args.json:
+        print(outcome_json(outcome))
+    else:
+        if outcome.plan_text:
+            print(outcome.plan_text)
+        if outcome.candidate is not None and outcome.candidate.uncovered_ops:
+            print("Left as PyTorch: " + "; ".join(outcome.candidate.uncovered_ops))
+        if outcome.verdict is not None:
+            print(f"Verdict: {outcome.verdict.status.value}: {outcome.verdict.summary}")
+        print(outcome.message)
+        print(f"Files kept in {outcome.task_dir}")
+    if args.apply:
+        if not outcome.offerable:
+            print("stitch fuse: nothing applied (the kernel did not pass verification)", file=sys.stderr)
+            return 1
+        edit = build_edit(task, outcome.plan.graph, source, outcome.edit_files, module_path, func,
+                          indent=prepared.region.indent, returns=prepared.region.returns)
+        for rel_path, text in edit.files.items():
+            target = root / rel_path
+            if target.name == "__init__.py" and target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        path.write_text(apply_text_edits(source, edit.edits), encoding="utf-8")
+        print(f"Applied: {path} now calls {edit.module}.{func}")
+    if outcome.verdict is None:
+        return 0 if outcome.candidate is not None and args.no_verify else 1
+    return 0 if outcome.offerable or (outcome.verdict and outcome.verdict.status.value == "correct") else 1
