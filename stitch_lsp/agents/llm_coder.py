@@ -81,6 +81,7 @@ class LlmOutcome:
     # judge_rejected
     failure: str = ""
     target_reached: bool = False
+    coder: str = "llm"  # who wrote ``candidate`` (the auto Coder may pick the template's)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +105,13 @@ class LlmCoderError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.kind = kind
+
+
+def make_coder(name: str, settings: Settings) -> "LlmCoder | Any":
+    """The factory ``stitch_lsp.agents.coder.make_coder`` calls for ``coder="llm"`` and ``"auto"``."""
+    from stitch_lsp.agents.llm_auto import make_coder as make
+
+    return make(name, settings)
 
 
 def key_configured() -> bool:
@@ -157,9 +165,15 @@ class LlmCoder:
 
     # -- the whole loop ---------------------------------------------------------------------------
     def run(self, task: Task, plan: Plan | None, *, cancel: CancelToken | None = None,
-            report: Reporter | None = None) -> LlmOutcome:
+            report: Reporter | None = None, verifier: VerifierLike | None = None,
+            verify_options: Any = None) -> LlmOutcome:
+        """The whole loop; ``verifier`` / ``verify_options`` override the ones given at construction."""
         cancel = cancel or CancelToken()
         report = report or no_report
+        if verifier is not None:
+            self.verifier = verifier
+        if verify_options is not None:
+            self.verify_options = verify_options
         if self._key is None:
             return LlmOutcome(None, None, NO_KEY_MESSAGE, failure="no_key")
         if self.verifier is None:

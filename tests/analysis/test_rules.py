@@ -34,9 +34,10 @@ def test_every_rule_has_a_fixture():
     assert {r.meta.code.lower() for r in ALL_RULES} == {p.stem for p in RULE_FIXTURES}
 
 
-def test_good_kernels_are_quiet():
-    analysis = analyse(FIXTURES / "good_kernels.cu")
-    assert analysis.parse_ok
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("good_*.cu")), ids=lambda p: p.stem)
+def test_good_kernels_are_quiet(fixture: Path):
+    analysis = analyse(fixture)
+    assert analysis.parse_ok and len(analysis.kernels) >= 8
     assert [(f.code, f.range.start.line + 1, f.message) for f in analysis.findings] == []
 
 

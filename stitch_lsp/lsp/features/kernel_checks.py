@@ -138,6 +138,11 @@ class KernelChecks:
         self.pairings.pop(uri, None)
 
     def on_settings_changed(self, settings: Settings) -> None:
+        if not self.server.trusted:
+            # Trust withdrawn: whatever runs user code stops now, warm workers included.
+            self.queue.cancel_all("the workspace is no longer trusted")
+            if self._checker is not None:
+                self._checker.close()
         if self._checker is not None:
             self._checker.update_settings(settings)
         for uri in list(self.pairings):
