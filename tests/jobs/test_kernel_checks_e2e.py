@@ -7,7 +7,6 @@ edits, the cache across restarts and trust are all exercised for real."""
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 import time
 from pathlib import Path
