@@ -123,3 +123,13 @@ def test_queries_are_found_in_the_checkout_and_in_the_package_layout():
     # The package carries the same folder (a symlink here, copied files in a wheel).
     packaged = repo / "stitch_lsp" / "analysis" / "grammars"
     assert (packaged / "cuda_facts.scm").read_text() == (repo / "grammars" / "cuda_facts.scm").read_text()
+
+
+def test_warm_up_and_forget():
+    from stitch_lsp.analysis.cuda_analysis import analyzer_for, forget, warm_up
+
+    warm_up()
+    first = analyzer_for("doc.cu")
+    assert analyzer_for("doc.cu") is first
+    forget("doc.cu")
+    assert analyzer_for("doc.cu") is not first
