@@ -500,10 +500,10 @@ def analyze_cuda(text: str, path: str = "") -> CudaAnalysis:
 
 
 def kernel_at(analysis: CudaAnalysis, position: Position) -> KernelInfo | None:
-    """The kernel or device function whose name or body contains ``position``, or the
-    kernel a launch at ``position`` calls."""
+    """The kernel or device function whose definition (template header, signature, name
+    or body) contains ``position``, or the kernel a launch at ``position`` calls."""
     for k in (*analysis.kernels, *analysis.device_functions):
-        if k.name_range.contains(position) or (k.body_range is not None and k.body_range.contains(position)):
+        if k.range.contains(position):
             return k
     for launch in analysis.launches:
         if launch.range.contains(position):
