@@ -6,7 +6,6 @@ Runs the binding on CPU tensors with the runtime loader replaced by a recorder
 from __future__ import annotations
 
 import sys
-import textwrap
 import types
 
 import pytest

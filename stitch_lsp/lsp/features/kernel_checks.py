@@ -59,7 +59,6 @@ class KernelState:
     message: str = ""  # why the last run ended without a verdict
     profile: bool = False  # the running job profiles
     reference: str = ""
-    source_hash: str = ""
 
 
 @define
