@@ -136,6 +136,16 @@ export class ServerController implements vscode.Disposable {
   async sendTrusted(trusted: boolean): Promise<void> {
     if (this.client && this.running) {
       await this.client.sendNotification(SET_TRUSTED_NOTIFICATION, { trusted });
+      // Restricted settings (nvccPath, extraFlags, ...) now count from the workspace too: have the server pull again.
+      await this.client.sendNotification("workspace/didChangeConfiguration", { settings: null });
+    }
+  }
+
+  /** After a settings change the server has pulled; the Coder / model in the tooltip follow. */
+  refreshLlmStatus(): void {
+    const client = this.client;
+    if (client && this.running) {
+      setTimeout(() => void this.fetchLlmStatus(client), 1000);
     }
   }
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from stitch_lsp.analysis.cuda_facts import ATOMICS, FunctionFacts, Param
+from stitch_lsp.analysis.cuda_declarations import Param
+from stitch_lsp.analysis.cuda_facts import ATOMICS, FunctionFacts
 from stitch_lsp.analysis.cuda_text import operands
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.findings import Fix, Severity
