@@ -218,6 +218,16 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
 
 
 def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: _Unit, path: str) -> UnitResult:
+    try:
+        return _analyze_function(src, cols, consts, u, path)
+    except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
+        # Pathological input (an expression nested thousands deep) or a bug: this function
+        # contributes nothing rather than taking the whole file's analysis down.
+        log.exception("analysis of a function in %s failed", path or "<text>")
+        return UnitResult(u.unit.start_point.row, None, (), (), (), ())
+
+
+def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: _Unit, path: str) -> UnitResult:
     row = u.unit.start_point.row
     ok = not u.unit.has_error
     if u.is_prototype:
@@ -500,10 +510,10 @@ def analyze_cuda(text: str, path: str = "") -> CudaAnalysis:
 
 
 def kernel_at(analysis: CudaAnalysis, position: Position) -> KernelInfo | None:
-    """The kernel or device function whose name or body contains ``position``, or the
-    kernel a launch at ``position`` calls."""
+    """The kernel or device function whose definition (template header, signature, name
+    or body) contains ``position``, or the kernel a launch at ``position`` calls."""
     for k in (*analysis.kernels, *analysis.device_functions):
-        if k.name_range.contains(position) or (k.body_range is not None and k.body_range.contains(position)):
+        if k.range.contains(position):
             return k
     for launch in analysis.launches:
         if launch.range.contains(position):

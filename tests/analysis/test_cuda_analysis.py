@@ -61,6 +61,8 @@ def test_launches_shared_and_barriers():
 def test_kernel_at_name_body_and_launch_site():
     a = analyze_cuda(SOURCE, "k.cu")
     assert kernel_at(a, Position(3, 43)).name == "scale"
+    assert kernel_at(a, Position(2, 3)).name == "scale"  # on the template header
+    assert kernel_at(a, Position(3, 70)).name == "scale"  # on a parameter
     assert kernel_at(a, Position(8, 10)).name == "scale"
     assert kernel_at(a, Position(16, 8)).name == "scale"  # on the launch
     assert kernel_at(a, Position(18, 6)).name == "fill"
