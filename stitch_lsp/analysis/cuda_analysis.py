@@ -140,6 +140,10 @@ def _visit_top(src: bytes, node: Node) -> _Top:
             if body is not None:
                 for c in body.children:
                     visit_one(c)
+        elif t == "preproc_if" and _is_if_zero(src, node):
+            alternative = node.child_by_field_name("alternative")  # `#if 0` code is dead: only its #else
+            if alternative is not None:
+                visit_one(alternative)
         elif t in _CONTAINERS:
             for c in node.children:
                 visit_one(c)
@@ -159,6 +163,11 @@ def _visit_top(src: bytes, node: Node) -> _Top:
 
     visit_one(node)
     return top
+
+
+def _is_if_zero(src: bytes, node: Node) -> bool:
+    cond = node.child_by_field_name("condition")
+    return cond is not None and node_text(src, cond).strip() in ("0", "false")
 
 
 def _constants(tops: list[_Top]) -> Constants:
@@ -218,6 +227,16 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
 
 
 def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: _Unit, path: str) -> UnitResult:
+    try:
+        return _analyze_function(src, cols, consts, u, path)
+    except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
+        # Pathological input (an expression nested thousands deep) or a bug: this function
+        # contributes nothing rather than taking the whole file's analysis down.
+        log.exception("analysis of a function in %s failed", path or "<text>")
+        return UnitResult(u.unit.start_point.row, None, (), (), (), ())
+
+
+def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: _Unit, path: str) -> UnitResult:
     row = u.unit.start_point.row
     ok = not u.unit.has_error
     if u.is_prototype:

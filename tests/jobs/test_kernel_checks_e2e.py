@@ -7,7 +7,6 @@ edits, the cache across restarts and trust are all exercised for real."""
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 import time
 from pathlib import Path
@@ -420,3 +419,17 @@ async def test_pairing_from_pyproject_toml(tmp_path):
         save_doc(client, uri)
         await hint_labels_until(client, uri, lambda ls: "✓ correct (6/6 checks)" in ls)
         assert not any("ignored setting 'pair'" in m.message for m in client.log_messages)
+
+
+async def test_closing_the_document_cancels_its_job(tmp_path):
+    cu = workspace(tmp_path)
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings=SETTINGS,
+                              initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
+        uri = open_doc(client, cu)
+        save_doc(client, uri)
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        token, _ = await wait_until(lambda: progress_of(client, "Verify fused_gelu_scale"), 10, "progress to begin")
+        client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+        await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 10, "progress to end")
+        assert client.progress_reports[token][-1].message == "cancelled: the document was closed"
+        await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")

@@ -83,7 +83,7 @@ class SharedRace(Rule):
                 pending.setdefault(a.base, []).append(a)
             else:
                 writes = pending.get(a.base)
-                if writes and not all(same_thread(w, a) for w in writes):
+                if writes and not any(same_thread(w, a) for w in writes):
                     self._emit(facts, out, a, writes[-1], flagged)
         # A loop with no barrier at all: a write in one iteration races with reads in the next.
         for loop in facts.controls:
@@ -94,7 +94,7 @@ class SharedRace(Rule):
                 if not a.is_read or a.node.id in flagged:
                     continue
                 writes = [w for w in inside if w.is_write and w.base == a.base]
-                if writes and not all(same_thread(w, a) for w in writes):
+                if writes and not any(same_thread(w, a) for w in writes):
                     self._emit(facts, out, a, writes[-1], flagged)
 
     @staticmethod
