@@ -39,6 +39,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         }
       },
       onServerInfo: (info) => statusBar.setInfo(info),
+      onLlmStatus: (llm) => statusBar.setLlm(llm),
       onStatus: (status) => statusBar.setStatus(status),
       onServerCommands: (commands) => fallbacks.serverProvides(commands),
       openReport: (result) => openReport(result, context.globalStorageUri),
@@ -61,6 +62,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
       if (changeNeedsRestart((section) => event.affectsConfiguration(section))) {
         void server.restart("stitch.python changed", true);
+      } else if (event.affectsConfiguration(SECTION)) {
+        server.refreshLlmStatus();
       }
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(async () => {

@@ -493,6 +493,16 @@ def _dim3(value: Any, what: str) -> tuple[int, int, int]:
 
 # --------------------------------------------------------------------------- kernel
 
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_stream_handle(device: int) -> int:
+    # The raw handle without building a torch.cuda.Stream object: launches are hot.
+    if _RAW_STREAM is not None:
+        return int(_RAW_STREAM(device))
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 _ATTR = {"max_threads_per_block": 0, "shared_bytes": 1, "const_bytes": 2, "local_bytes": 3, "registers": 4}
 _MAX_DYNAMIC_SHARED = 8
 
@@ -566,13 +576,14 @@ class Kernel:
                       f"{self.name}: asking for {shared_mem} bytes of shared memory")
             self._dynamic_shared = shared_mem
         if stream is None:
-            handle = torch.cuda.current_stream(self.device).cuda_stream
+            handle = _current_stream_handle(self.device)
         elif isinstance(stream, int):
             handle = stream
         else:
             handle = stream.cuda_stream
-        for observer in list(_LAUNCH_OBSERVERS):
-            observer(self.name, handle)
+        if _LAUNCH_OBSERVERS:
+            for observer in list(_LAUNCH_OBSERVERS):
+                observer(self.name, handle)
         _check_cu(
             _cuda().cuLaunchKernel(self._func, gx, gy, gz, bx, by, bz, int(shared_mem), ctypes.c_void_p(handle),
                                    array, None),

@@ -118,6 +118,19 @@ def profile(settings: Settings, job: VerifyJob, workdir: Path, *, cancel: Cancel
         if failure:
             return Profile(status="error", message=f"the {role} failed under ncu: {failure}", command=commands[-1])
         found = parse_details_csv(out, role=role)
+        if not found and code == 0:
+            # Without the NVTX filter: the warm-up and the measured forward launch the same
+            # kernels, so the second half of what ncu saw is the measured forward.
+            cmd = [c for c in cmd if c not in ("--nvtx", "--nvtx-include", f"stitch_{role}/")]
+            cmd[cmd.index("--launch-count") + 1] = str(2 * MAX_PROFILED_KERNELS)
+            commands.append(shlex.join(cmd))
+            remaining = settings.profile_timeout_s - (time.monotonic() - started)
+            code, out, why = _run(cmd, worker_env(), Path(job.candidate_path).parent, max(10.0, remaining), cancel)
+            _keep(job, f"ncu-{role}-unfiltered.txt", cmd, out)
+            every = parse_details_csv(out, role=role)
+            found = every[len(every) // 2:]
+            if found:
+                notes.append(f"{role}: the NVTX filter matched nothing; took the second half of {len(every)} kernels")
         if not found:
             notes.append(f"{role}: ncu recorded no kernels (rc {code})"
                          + (" — PyTorch-only work or launches outside the range" if role == "candidate" else ""))

@@ -22,6 +22,7 @@ from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
 from stitch_lsp.verify.anti_hacking import cuda_flags, shape_literal_flags, static_flags
 from stitch_lsp.verify.options import VerifyJob, VerifyOptions
+from stitch_lsp.verify.spill_report import SpillReport
 from stitch_lsp.verify.worker_pool import WorkerDied, WorkerError, WorkerPool
 
 __all__ = ["Verifier", "VerifyOptions", "materialise"]
@@ -103,6 +104,7 @@ class Verifier:
                 cached.seconds = time.perf_counter() - started
                 return cached
         report(ProgressEvent("compiling", "starting the worker", 0))
+        spills = SpillReport(self.settings, candidate, cancel)
         try:
             data, fresh = self.pool.call_raw("verify", job, timeout_s=options.timeout_s, cancel=cancel, report=report)
             verdict = from_dict(data, Verdict)
@@ -115,6 +117,7 @@ class Verifier:
                               summary=f"the Verifier failed ({err.error}): {err.message}",
                               events=[err.traceback[-2000:]] if err.traceback else [])
         verdict.events = self.pool.events[events_before:] + verdict.events
+        spills.merge(verdict.compile)
         self._merge_static(verdict, flags)
         if options.profile or options.sanitize:
             self._profile_and_sanitize(verdict, job, options, cancel, report)

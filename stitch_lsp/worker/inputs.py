@@ -108,8 +108,10 @@ class ShapeChange:
 
 
 def _odd(n: int) -> int:
-    # Odd, so not a multiple of any power-of-two block or tile size, and close to n.
-    return n - 1 if n % 2 == 0 else n - 2
+    # Odd, so not a multiple of any power-of-two block or tile size; and larger than n,
+    # so a kernel that hard-codes the test size leaves part of the output unwritten
+    # (poisoned) instead of silently covering a smaller problem.
+    return n + 1 if n % 2 == 0 else n + 2
 
 
 def size_globals(module: ModuleType, source: str) -> dict[str, int]:

@@ -92,6 +92,9 @@ def test_random_deletions_never_raise_and_broken_functions_report_nothing():
     "__global__ void k(float* y) {" * 300,
     "#define X(\n#if\n__global__",
     "\ufeff__global__ void k(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 1; }",
+    "__global__ void k(float* y, int n) { int i = threadIdx.x" + " + i" * 3000 + "; y[" + "(" * 3000 + "i"
+    + ")" * 3000 + "] = 1; }",
+    "__global__ void k(float* y) {" + "if (threadIdx.x) {" * 2000 + "__syncthreads();" + "}" * 2001,
 ])
 def test_garbage_input_gives_an_answer(text):
     result = analyze_cuda(text, "garbage.cu")

@@ -22,13 +22,22 @@ export interface ServerInfo {
   python?: string;
 }
 
+/** Request, client → server: the LLM Coder's state (never the key itself). */
+export const LLM_STATUS_REQUEST = "stitch/llmStatus";
+export interface LlmStatus {
+  configured: boolean;
+  keySource: "client" | "environment" | null;
+  model: string;
+  coder: string;
+}
+
 /** Notification, client → server, when the user grants workspace trust. */
 export const SET_TRUSTED_NOTIFICATION = "stitch/setTrusted";
 export interface SetTrustedParams {
   trusted: boolean;
 }
 
-/** Notification, client → server, when the stored API key changes (`null`: removed). */
+/** Notification, client → server, when the stored API key changes. (A removed key restarts the server instead: its environment held the key.) */
 export const SET_API_KEY_NOTIFICATION = "stitch/setApiKey";
 export interface SetApiKeyParams {
   apiKey: string | null;
@@ -52,11 +61,12 @@ export const SERVER_COMMANDS = {
 export type ServerCommand = (typeof SERVER_COMMANDS)[keyof typeof SERVER_COMMANDS];
 
 /** Which editor state a palette invocation of each server command needs as arguments. */
-export const COMMAND_ARGUMENTS: Record<ServerCommand, "uri+range" | "uri+position" | "none"> = {
+export const COMMAND_ARGUMENTS: Record<ServerCommand, "uri+range" | "uri+position" | "uri+position?" | "none"> = {
   "stitch.fuseSelection": "uri+range",
   "stitch.verifyKernel": "uri+position",
   "stitch.profileKernel": "uri+position",
-  "stitch.showReport": "none",
+  // The kernel under the cursor when there is an editor, else the latest report.
+  "stitch.showReport": "uri+position?",
   "stitch.cancelAll": "none",
 };
 

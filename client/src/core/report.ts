@@ -4,7 +4,7 @@ export type ReportTarget =
   | { kind: "file"; path: string }
   | { kind: "uri"; uri: string }
   | { kind: "markdown"; text: string }
-  | { kind: "none" };
+  | { kind: "none"; message?: string };
 
 function fromString(value: string, exists: (path: string) => boolean): ReportTarget {
   const text = value.trim();
@@ -37,6 +37,10 @@ export function reportTarget(result: unknown, exists: (path: string) => boolean 
     }
     if (typeof r.markdown === "string" && r.markdown.trim()) {
       return { kind: "markdown", text: r.markdown };
+    }
+    // `{path: null, message}`: no report, and the server has said why.
+    if (typeof r.message === "string" && r.message) {
+      return { kind: "none", message: r.message };
     }
   }
   return { kind: "none" };

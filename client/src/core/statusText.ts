@@ -1,6 +1,6 @@
 /** What the status bar item says, from the server's `stitch/status` and `stitch/serverInfo`. */
 
-import type { ServerInfo, StatusParams } from "./protocol";
+import type { LlmStatus, ServerInfo, StatusParams } from "./protocol";
 
 export type ServerState = "starting" | "running" | "stopped" | "failed";
 
@@ -51,6 +51,7 @@ export function statusView(
   info: ServerInfo | undefined,
   status: StatusParams | undefined,
   detail?: string,
+  llm?: LlmStatus,
 ): StatusView {
   if (state === "starting") {
     return { text: "$(sync~spin) Stitch", tooltip: "Stitch: starting the language server…", severity: "normal" };
@@ -62,7 +63,8 @@ export function statusView(
       severity: state === "failed" ? "error" : "warning",
     };
   }
-  const gpuName = status !== undefined ? status.gpu : info?.gpu ?? null;
+  // The job status names the GPU once a job has used it; serverInfo's detection covers the time before.
+  const gpuName = status?.gpu ?? info?.gpu ?? null;
   const gpu = gpuName ? shortGpuName(gpuName) : "no GPU";
   const restricted = !(status?.trusted ?? trusted);
   const icon = restricted ? "$(shield)" : "$(zap)";
@@ -77,6 +79,15 @@ export function statusView(
       ? "- workspace: **restricted mode** (not trusted: nothing from the workspace is executed)"
       : "- workspace: trusted",
   ];
+  if (llm) {
+    const source =
+      llm.keySource === "client"
+        ? "API key from VS Code's secret storage"
+        : llm.keySource === "environment"
+          ? "API key from the environment"
+          : "no API key (run **Stitch: Set Anthropic API Key**)";
+    lines.push(`- Coder: ${llm.coder}; LLM ${llm.model}, ${source}`);
+  }
   if (info?.python) {
     lines.push(`- Python: \`${info.python}\``);
   }

@@ -12,7 +12,10 @@ export async function openReport(result: unknown, storage: vscode.Uri): Promise<
   let uri: vscode.Uri;
   switch (target.kind) {
     case "none":
-      void vscode.window.showInformationMessage("Stitch: no report yet. Verify or profile a kernel first.");
+      if (!target.message) {
+        // (With a message the server has already shown it.)
+        void vscode.window.showInformationMessage("Stitch: no report yet. Verify or profile a kernel first.");
+      }
       return;
     case "file":
       if (!fileExists(resolve(target.path))) {

@@ -24,11 +24,13 @@ import { findSourceCheckout, installAdvice, lastLine, probeServer } from "../cor
 import {
   COMMAND_ARGUMENTS,
   COMMAND_TITLES,
+  LLM_STATUS_REQUEST,
   SERVER_INFO_REQUEST,
   SET_API_KEY_NOTIFICATION,
   SET_TRUSTED_NOTIFICATION,
   STATUS_NOTIFICATION,
   type InitializationOptions,
+  type LlmStatus,
   type ServerCommand,
   type ServerInfo,
   type StatusParams,
@@ -71,6 +73,7 @@ class StitchLanguageClient extends LanguageClient {
 export interface ServerEvents {
   onStateChanged(state: ServerState, detail?: string): void;
   onServerInfo(info: ServerInfo | undefined): void;
+  onLlmStatus(status: LlmStatus | undefined): void;
   onStatus(status: StatusParams | undefined): void;
   /** The palette commands the running server provides (empty when none runs). */
   onServerCommands(commands: readonly string[]): void;
@@ -133,14 +136,32 @@ export class ServerController implements vscode.Disposable {
   async sendTrusted(trusted: boolean): Promise<void> {
     if (this.client && this.running) {
       await this.client.sendNotification(SET_TRUSTED_NOTIFICATION, { trusted });
+      // Restricted settings (nvccPath, extraFlags, ...) now count from the workspace too: have the server pull again.
+      await this.client.sendNotification("workspace/didChangeConfiguration", { settings: null });
+    }
+  }
+
+  /** After a settings change the server has pulled; the Coder / model in the tooltip follow. */
+  refreshLlmStatus(): void {
+    const client = this.client;
+    if (client && this.running) {
+      setTimeout(() => void this.fetchLlmStatus(client), 1000);
     }
   }
 
   async sendApiKey(apiKey: string | undefined): Promise<void> {
     this.redactor.add(apiKey);
-    if (this.client && this.running) {
-      await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey: apiKey ?? null });
+    if (!(this.client && this.running)) {
+      return;
     }
+    if (apiKey === undefined) {
+      // The server process was started with the removed key in its environment, which
+      // the server falls back to: only a new process is really rid of it.
+      await this.restart("the Anthropic API key was removed", true);
+      return;
+    }
+    await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey });
+    await this.fetchLlmStatus(this.client);
   }
 
   /** The server settings the user set explicitly, for `workspace/configuration` and `initializationOptions`. */
@@ -182,21 +203,28 @@ export class ServerController implements vscode.Disposable {
     if (!probe.ok) {
       const advice = installAdvice(interpreter.command, probe, findSourceCheckout(folders));
       this.output.error(advice.message);
-      this.setState("failed", probe.kind === "not-found" ? "Python not found" : "stitch_lsp is not installed");
+      const short = {
+        "not-found": "Python not found",
+        "not-importable": "stitch_lsp is not installed",
+        timeout: "Python did not answer",
+        failed: "stitch_lsp does not import",
+      }[probe.kind];
+      this.setState("failed", short);
       this.events.onServerCommands([]);
       void this.showInstallAdvice(advice.message, advice.command);
       return;
     }
     this.output.info(`stitch_lsp ${probe.version} found in ${interpreter.command}`);
-    const key = await this.apiKey();
-    this.redactor.add(key);
-    const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
-    this.output.info(`Launching: ${describeLaunch(spec)}`);
 
     const client = new StitchLanguageClient(
       "stitch",
       "Stitch",
+      // Called again for every automatic restart: the key is read afresh each time.
       async () => {
+        const key = await this.apiKey();
+        this.redactor.add(key);
+        const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
+        this.output.info(`Launching: ${describeLaunch(spec)}`);
         this.stderrTail = [];
         this.childExit = undefined;
         const child = spawnServer(spec);
@@ -297,6 +325,7 @@ export class ServerController implements vscode.Disposable {
       const commands = client.initializeResult?.capabilities.executeCommandProvider?.commands ?? [];
       this.events.onServerCommands(commands);
       void this.fetchServerInfo(client);
+      void this.fetchLlmStatus(client);
       void vscode.commands.executeCommand("setContext", "stitch.serverRunning", true);
     } else {
       this.clearInitTimer();
@@ -313,6 +342,18 @@ export class ServerController implements vscode.Disposable {
     if (this.initTimer) {
       clearTimeout(this.initTimer);
       this.initTimer = undefined;
+    }
+  }
+
+  /** The LLM Coder's state for the tooltip (an older server without it: no line). */
+  private async fetchLlmStatus(client: StitchLanguageClient): Promise<void> {
+    try {
+      const status = await withTimeout(client.sendRequest<LlmStatus>(LLM_STATUS_REQUEST, {}), 10_000);
+      if (client === this.client) {
+        this.events.onLlmStatus(status);
+      }
+    } catch {
+      this.events.onLlmStatus(undefined);
     }
   }
 
@@ -449,6 +490,7 @@ export class ServerController implements vscode.Disposable {
     }
     this.events.onStatus(undefined);
     this.events.onServerInfo(undefined);
+    this.events.onLlmStatus(undefined);
     this.events.onServerCommands([]);
     this.setState("stopped");
   }
@@ -494,6 +536,11 @@ export class ServerController implements vscode.Disposable {
       return [];
     }
     const editor = vscode.window.activeTextEditor;
+    if (needs === "uri+position?") {
+      return editor
+        ? [client.code2ProtocolConverter.asUri(editor.document.uri), client.code2ProtocolConverter.asPosition(editor.selection.active)]
+        : [];
+    }
     if (!editor) {
       void vscode.window.showInformationMessage(`Stitch: ${title} works on the active editor; open a file first.`);
       return undefined;

@@ -1,7 +1,7 @@
 /** The status bar item: GPU and jobs, restricted mode, server trouble; a click opens the actions. */
 
 import * as vscode from "vscode";
-import type { ServerInfo, StatusParams } from "../core/protocol";
+import type { LlmStatus, ServerInfo, StatusParams } from "../core/protocol";
 import { statusView, type ServerState } from "../core/statusText";
 
 export class StatusBar implements vscode.Disposable {
@@ -10,6 +10,7 @@ export class StatusBar implements vscode.Disposable {
   private detail: string | undefined;
   private info: ServerInfo | undefined;
   status: StatusParams | undefined;
+  private llm: LlmStatus | undefined;
 
   constructor() {
     this.item = vscode.window.createStatusBarItem("stitch.status", vscode.StatusBarAlignment.Left, 50);
@@ -33,6 +34,11 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
+  setLlm(llm: LlmStatus | undefined): void {
+    this.llm = llm;
+    this.render();
+  }
+
   setStatus(status: StatusParams | undefined): void {
     this.status = status;
     this.render();
@@ -43,7 +49,7 @@ export class StatusBar implements vscode.Disposable {
   }
 
   private render(): void {
-    const view = statusView(this.state, vscode.workspace.isTrusted, this.info, this.status, this.detail);
+    const view = statusView(this.state, vscode.workspace.isTrusted, this.info, this.status, this.detail, this.llm);
     this.item.text = view.text;
     const tooltip = new vscode.MarkdownString(view.tooltip, true);
     this.item.tooltip = tooltip;

@@ -7,10 +7,10 @@
  * violation → diagnostics (pulled, as VS Code does, and pushed to a client without
  * pull) → a command with a work-done token → shutdown → exit → the process is gone.
  *
- * Progress: no server command on main reports work-done progress yet (verify /
- * profile / fuse are not there), so the command run here is `stitch.serverInfo`
- * with a workDoneToken; the test checks the answer, and any progress sent on that
- * token is well formed (begin … end).
+ * Progress: in a trusted session, `stitch.verifyKernel` on a paired kernel runs a
+ * real job (the Verifier is the CPU stand-in the server's own job tests use, a
+ * real worker process) that reports work-done progress begin → report → end and
+ * `stitch/status`; `stitch.showReport` then answers with the report file.
  */
 
 import assert from "node:assert/strict";
@@ -27,7 +27,14 @@ import {
   type MessageConnection,
 } from "vscode-jsonrpc/node";
 import { API_KEY_ENV, buildLaunch, isAlive, spawnServer, waitForExit } from "../../src/core/launch";
-import { SERVER_INFO_REQUEST, type InitializationOptions, type ServerInfo } from "../../src/core/protocol";
+import {
+  SERVER_INFO_REQUEST,
+  STATUS_NOTIFICATION,
+  type InitializationOptions,
+  type ServerInfo,
+  type StatusParams,
+} from "../../src/core/protocol";
+import { reportTarget } from "../../src/core/report";
 import { withTimeout } from "../../src/core/restartPolicy";
 import { serverEnv, testPython } from "../helpers";
 
@@ -53,7 +60,8 @@ interface Session {
   child: ChildProcess;
   conn: MessageConnection;
   stderr: string[];
-  progress: { token: unknown; value: { kind: string } }[];
+  progress: { token: unknown; value: { kind: string; title?: string; message?: string } }[];
+  statuses: StatusParams[];
   pushed: Map<string, Diagnostic[]>;
   onPush: (() => void)[];
 }
@@ -64,20 +72,23 @@ fs.writeFileSync(kernelPath, KERNEL);
 const kernelUri = pathToFileURL(kernelPath).href;
 after(() => fs.rmSync(workspace, { recursive: true, force: true }));
 
-function start(): Session {
-  const spec = buildLaunch({ python: testPython(), cwd: workspace, baseEnv: serverEnv(), apiKey: KEY });
+function start(extraEnv: NodeJS.ProcessEnv = {}, cwd = workspace): Session {
+  const spec = buildLaunch({ python: testPython(), cwd, baseEnv: serverEnv(extraEnv), apiKey: KEY });
   assert.equal(spec.env[API_KEY_ENV], KEY);
   const child = spawnServer(spec);
   const stderr: string[] = [];
   child.stderr?.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
   const conn = createMessageConnection(new StreamMessageReader(child.stdout!), new StreamMessageWriter(child.stdin!));
-  const session: Session = { child, conn, stderr, progress: [], pushed: new Map(), onPush: [] };
+  const session: Session = { child, conn, stderr, progress: [], statuses: [], pushed: new Map(), onPush: [] };
   conn.onRequest("workspace/configuration", (params: { items: unknown[] }) => params.items.map(() => ({})));
   conn.onRequest("client/registerCapability", () => null);
   conn.onRequest("client/unregisterCapability", () => null);
   conn.onRequest("window/workDoneProgress/create", () => null);
   conn.onRequest("workspace/diagnostic/refresh", () => null);
   conn.onRequest("workspace/inlayHint/refresh", () => null);
+  conn.onNotification(STATUS_NOTIFICATION, (p: StatusParams) => {
+    session.statuses.push(p);
+  });
   conn.onNotification("$/progress", (p: { token: unknown; value: { kind: string } }) => {
     session.progress.push(p);
   });
@@ -111,14 +122,14 @@ function capabilities(pull: boolean): Record<string, unknown> {
   };
 }
 
-async function initialize(s: Session, pull: boolean): Promise<{ capabilities: Record<string, any> }> {
-  const initializationOptions: InitializationOptions = { trusted: false, settings: { onSave: { compile: false } } };
+async function initialize(s: Session, pull: boolean, trusted = false, root = workspace): Promise<{ capabilities: Record<string, any> }> {
+  const initializationOptions: InitializationOptions = { trusted, settings: { onSave: { compile: false, verify: false } } };
   const result = await withTimeout(
     s.conn.sendRequest<{ capabilities: Record<string, any> }>("initialize", {
       processId: process.pid,
       clientInfo: { name: "stitch-contract-test" },
-      rootUri: pathToFileURL(workspace).href,
-      workspaceFolders: [{ uri: pathToFileURL(workspace).href, name: "w" }],
+      rootUri: pathToFileURL(root).href,
+      workspaceFolders: [{ uri: pathToFileURL(root).href, name: "w" }],
       capabilities: capabilities(pull),
       initializationOptions,
     }),
@@ -128,11 +139,55 @@ async function initialize(s: Session, pull: boolean): Promise<{ capabilities: Re
   return result;
 }
 
-function open(s: Session): Promise<void> {
+function open(s: Session, uri = kernelUri, text = KERNEL): Promise<void> {
   return s.conn.sendNotification("textDocument/didOpen", {
-    textDocument: { uri: kernelUri, languageId: "cuda-cpp", version: 1, text: KERNEL },
+    textDocument: { uri, languageId: "cuda-cpp", version: 1, text },
   });
 }
+
+async function until<T>(what: string, probe: () => T | undefined | false, ms = 30_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = probe();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// A kernel paired with a KernelBench reference (the pairing comment), as in the server's job tests.
+const REFERENCE = `import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.gelu(x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(4096, 4096)]
+
+
+def get_init_inputs():
+    return []
+`;
+const PAIRED = `#include <cuda_runtime.h>
+
+// stitch: reference=ref/gelu_ref.py
+__global__ void fused_gelu_scale(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678f));
+}
+
+void launch(const float* x, float* out, int n) {
+    fused_gelu_scale<<<(n + 255) / 256, 256>>>(x, out, n);
+}
+`;
 
 async function shutdown(s: Session): Promise<number | null> {
   await withTimeout(s.conn.sendRequest("shutdown"), 15_000);
@@ -202,6 +257,68 @@ describe("launch contract: the real server over stdio", { timeout: 120_000 }, ()
       if (s.child.exitCode === null) {
         s.child.kill("SIGKILL");
       }
+    }
+  });
+
+  it("a trusted verify reports work-done progress and status, and its report opens", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "stitch-contract-verify-"));
+    fs.mkdirSync(path.join(root, "ref"));
+    fs.writeFileSync(path.join(root, "ref", "gelu_ref.py"), REFERENCE);
+    const cu = path.join(root, "gelu.cu");
+    fs.writeFileSync(cu, PAIRED);
+    const uri = pathToFileURL(cu).href;
+    const s = start(
+      {
+        STITCH_TEST_VERIFIER: "tests.jobs.stand_in_verifier:StandInVerifier",
+        STAND_IN_SECONDS: "0.3",
+        STAND_IN_LOG: path.join(root, "stand_in.jsonl"),
+      },
+      root,
+    );
+    try {
+      const init = await initialize(s, true, true, root);
+      const commands: string[] = init.capabilities.executeCommandProvider?.commands ?? [];
+      for (const c of ["stitch.verifyKernel", "stitch.profileKernel", "stitch.showReport", "stitch.cancelAll"]) {
+        assert.ok(commands.includes(c), `the server provides ${c}`);
+      }
+      await open(s, uri, PAIRED);
+      // What the palette sends: [uri, position] of the cursor, on the kernel's name.
+      const answer = await s.conn.sendRequest<{ ok: boolean; kernel: string }>("workspace/executeCommand", {
+        command: "stitch.verifyKernel",
+        arguments: [uri, { line: 3, character: 20 }],
+      });
+      assert.equal(answer.ok, true, JSON.stringify(answer));
+      assert.equal(answer.kernel, "fused_gelu_scale");
+      const token = await until("progress to begin", () => s.progress.find((p) => p.value.kind === "begin")?.token);
+      const ended = await until("progress to end", () =>
+        s.progress.find((p) => p.token === token && p.value.kind === "end"),
+      );
+      const kinds = s.progress.filter((p) => p.token === token).map((p) => p.value.kind);
+      assert.equal(kinds[0], "begin");
+      assert.ok(kinds.includes("report"), `reports: ${kinds}`);
+      assert.equal(ended.value.message, "done");
+      assert.match(String(s.progress.find((p) => p.token === token)?.value.title), /Verify fused_gelu_scale/);
+      // The status bar's feed: a running job, then idle, trusted.
+      await until("a status with a running job", () => s.statuses.some((st) => st.running === 1));
+      const idle = await until("an idle status", () => {
+        const last = s.statuses[s.statuses.length - 1];
+        return last && last.running === 0 && last.queued === 0 ? last : undefined;
+      });
+      assert.equal(idle.trusted, true);
+      // Show Last Report: the answer names a Markdown file the client opens in the preview.
+      const report = await s.conn.sendRequest<unknown>("workspace/executeCommand", {
+        command: "stitch.showReport",
+        arguments: [uri, { line: 3, character: 20 }],
+      });
+      const target = reportTarget(report, (p) => fs.existsSync(p));
+      assert.equal(target.kind, "file", JSON.stringify(report));
+      assert.ok(target.kind === "file" && fs.readFileSync(target.path, "utf8").includes("fused_gelu_scale"));
+      assert.equal(await shutdown(s), 0);
+    } finally {
+      if (s.child.exitCode === null) {
+        s.child.kill("SIGKILL");
+      }
+      fs.rmSync(root, { recursive: true, force: true });
     }
   });
 

@@ -15,6 +15,7 @@ describe("reportTarget", () => {
   it("accepts an object answer and treats nothing as no report", () => {
     assert.deepEqual(reportTarget({ path: "/r.md" }), { kind: "file", path: "/r.md" });
     assert.deepEqual(reportTarget({ markdown: "# R" }), { kind: "markdown", text: "# R" });
+    assert.deepEqual(reportTarget({ path: null, message: "no verdict yet" }), { kind: "none", message: "no verdict yet" });
     assert.deepEqual(reportTarget(null), { kind: "none" });
     assert.deepEqual(reportTarget(""), { kind: "none" });
   });

@@ -22,7 +22,8 @@ describe("status bar text", () => {
 
   it("says no GPU when there is none", () => {
     assert.equal(statusView("running", true, { ...info, gpu: null }, undefined).text, "$(zap) no GPU");
-    assert.equal(statusView("running", true, info, status({ gpu: null })).text, "$(zap) no GPU");
+    assert.equal(statusView("running", true, { ...info, gpu: null }, status({ gpu: null })).text, "$(zap) no GPU");
+    assert.equal(statusView("running", true, info, status({ gpu: null, running: 1 })).text, "$(zap) H100 · 1 running", "detected before any job ran");
   });
 
   it("says restricted in an untrusted workspace, and explains it in the tooltip", () => {
@@ -44,5 +45,12 @@ describe("status bar text", () => {
     assert.match(view.tooltip, /nvcc: 13\.0/);
     assert.match(view.tooltip, /softmax\.md/);
     assert.match(view.tooltip, /Click for actions/);
+  });
+
+  it("says where the LLM Coder's key comes from, never the key", () => {
+    const none = statusView("running", true, info, undefined, undefined, { configured: false, keySource: null, model: "m", coder: "auto" });
+    assert.match(none.tooltip, /no API key/);
+    const client = statusView("running", true, info, undefined, undefined, { configured: true, keySource: "client", model: "m", coder: "llm" });
+    assert.match(client.tooltip, /secret storage/);
   });
 });

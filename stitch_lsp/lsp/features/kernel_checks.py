@@ -59,7 +59,6 @@ class KernelState:
     message: str = ""  # why the last run ended without a verdict
     profile: bool = False  # the running job profiles
     reference: str = ""
-    source_hash: str = ""
 
 
 @define
@@ -138,6 +137,11 @@ class KernelChecks:
         self.pairings.pop(uri, None)
 
     def on_settings_changed(self, settings: Settings) -> None:
+        if not self.server.trusted:
+            # Trust withdrawn: whatever runs user code stops now, warm workers included.
+            self.queue.cancel_all("the workspace is no longer trusted")
+            if self._checker is not None:
+                self._checker.close()
         if self._checker is not None:
             self._checker.update_settings(settings)
         for uri in list(self.pairings):
@@ -346,8 +350,13 @@ def verdict_findings(path: str, pairing: Pairing, verdict: Verdict, lines: list[
     elif s is VerdictStatus.BAD_INPUT:
         add(pairing.anchor, Severity.ERROR, "STITCH-BAD-INPUT", verdict.summary or "the reference or the launch is not usable")
     elif s is VerdictStatus.COMPILE_ERROR:
-        first = next((f.message for f in (verdict.compile.diagnostics if verdict.compile else [])), verdict.summary)
-        add(at_kernel, Severity.ERROR, "STITCH-COMPILE", f"`{k}` does not compile for verification: {first}")
+        diagnostics = verdict.compile.diagnostics if verdict.compile else []
+        here = [f for f in diagnostics if Path(f.path).name == Path(pairing.cu_path).name and f.range.start.line < len(lines)]
+        for f in here[:10]:
+            add(f.range, f.severity, "STITCH-COMPILE", f"does not compile for verification: {f.message}")
+        if not here:
+            first = diagnostics[0].message if diagnostics else verdict.summary
+            add(at_kernel, Severity.ERROR, "STITCH-COMPILE", f"`{k}` does not compile for verification: {first}")
     elif s in (VerdictStatus.CRASHED, VerdictStatus.OUT_OF_MEMORY, VerdictStatus.TIMEOUT, VerdictStatus.ERROR, VerdictStatus.UNVERIFIABLE):
         add(at_kernel, Severity.WARNING, f"STITCH-{s.value.upper().replace('_', '-')}", verdict.summary or s.value, tuple(verdict.events[-3:]))
     for flag in verdict.hack_flags:

@@ -1,0 +1,91 @@
+"""Spills and stack frames of the candidate's kernels, from ptxas on the CPU.
+
+NVRTC loads give registers, shared and local memory per kernel (the worker reads
+them from the driver), but not ptxas' spill counts. So, while the worker checks
+the candidate, the same CUDA sources are compiled here with ``nvcc -cubin -Xptxas -v``
+(no GPU needed) and the report is parsed by ``ptxas_report``; the figures are
+merged into the verdict's ``compile.kernels`` by kernel name.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from stitch_lsp.cancellation import CancelToken
+from stitch_lsp.pipeline import Candidate
+from stitch_lsp.settings import Settings
+from stitch_lsp.verdict import CompileResult, KernelResources
+from stitch_lsp.verify.nvcc import detect_arch, run_process_group
+from stitch_lsp.verify.ptxas_report import parse_ptxas
+
+
+def kernel_sources(candidate: Candidate) -> dict[str, str]:
+    """CUDA translation units: the .cu files, and Python string constants that define a __global__."""
+    sources = {name: text for name, text in candidate.cuda_sources.items() if name.endswith(".cu")}
+    try:
+        tree = ast.parse(candidate.module_source)
+    except SyntaxError:
+        return sources
+    for i, node in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)):
+        text = node.value
+        # load_inline sources need torch's headers and host code: leave them to their own build.
+        if "__global__" in text and "torch/extension.h" not in text and "<torch/" not in text:
+            sources[f"embedded_{node.lineno}.cu"] = text
+    return sources
+
+
+class SpillReport:
+    """Runs in the background; ``merge`` waits for it (bounded) and fills the verdict."""
+
+    def __init__(self, settings: Settings, candidate: Candidate, cancel: CancelToken | None = None) -> None:
+        self._future: Future | None = None
+        sources = kernel_sources(candidate)
+        if not sources or shutil.which(settings.nvcc_path) is None:
+            return
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stitch-ptxas")
+        self._future = self._pool.submit(self._run, settings, sources, cancel)
+
+    @staticmethod
+    def _run(settings: Settings, sources: dict[str, str], cancel: CancelToken | None) -> list[KernelResources]:
+        arch = detect_arch(settings)
+        kernels: list[KernelResources] = []
+        with tempfile.TemporaryDirectory(prefix="stitch-ptxas-") as tmp:
+            for name, text in sources.items():
+                path = Path(tmp) / Path(name).name
+                path.write_text(text)
+                cmd = [settings.nvcc_path, "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-std=c++17",
+                       "-o", str(path.with_suffix(".cubin")), str(path)]
+                out = run_process_group(cmd, timeout=settings.compile_timeout_s, cwd=tmp, token=cancel)
+                if out.returncode == 0:
+                    kernels.extend(parse_ptxas(out.stdout + "\n" + out.stderr).kernels)
+        return kernels
+
+    def merge(self, result: CompileResult | None, timeout_s: float = 30.0) -> None:
+        if self._future is None or result is None or not result.ok:
+            self._close()
+            return
+        try:
+            found = self._future.result(timeout=timeout_s)
+        except Exception:
+            found = []
+        finally:
+            self._close()
+        by_name = {k.name: k for k in found}
+        for k in result.kernels:
+            src = by_name.get(k.name) or by_name.get(k.name.split("<")[0])
+            if src is not None:
+                k.spill_stores, k.spill_loads = src.spill_stores, src.spill_loads
+                k.stack_bytes = max(k.stack_bytes, src.stack_bytes)
+                if not k.registers:
+                    k.registers = src.registers
+        if not result.kernels and found and result.backend in ("none", "cupy", "nvrtc"):
+            result.kernels = found
+
+    def _close(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)

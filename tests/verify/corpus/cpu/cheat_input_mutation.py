@@ -1,0 +1,15 @@
+# Cheat: computes in place in its input and returns it.
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+def relu_scale(a):
+    return np.where(np.isnan(a), a, np.maximum(a, 0)) * 2.0
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        a = x.numpy()
+        a[...] = relu_scale(a)
+        return x

@@ -1,0 +1,3 @@
+# Bad input: does not parse.
+class ModelNew(nn.Module)
+    pass

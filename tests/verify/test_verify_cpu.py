@@ -1,0 +1,173 @@
+"""The Verifier end to end on the CPU (test mode): numpy stands in for kernels, so the
+harness, the anti-hacking checks and every bad-input verdict run without a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stitch_lsp.pipeline import Candidate
+from stitch_lsp.settings import Settings
+from stitch_lsp.verdict import Verdict, VerdictStatus
+from stitch_lsp.verify.service import Verifier, VerifyOptions
+
+CORPUS = Path(__file__).resolve().parent / "corpus" / "cpu"
+RELU = (CORPUS / "ref_relu_scale.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def verifier(tmp_path_factory):
+    v = Verifier(Settings(), tmp_path_factory.mktemp("verify"))
+    yield v
+    v.close()
+
+
+def run(verifier: Verifier, name: str, ref: str = RELU, **opts) -> Verdict:
+    opts.setdefault("device", "cpu")
+    opts.setdefault("timing", False)
+    opts.setdefault("use_cache", False)
+    return verifier.verify(ref, Candidate(module_source=(CORPUS / name).read_text()), VerifyOptions(**opts))
+
+
+def failed(v: Verdict) -> list[str]:
+    return [t.name for t in v.correctness.trials if not t.passed]
+
+
+def codes(v: Verdict, dynamic: bool | None = None) -> set[str]:
+    return {f.code for f in v.hack_flags if dynamic is None or f.dynamic == dynamic}
+
+
+def test_honest_candidate_passes_every_check(verifier):
+    v = run(verifier, "honest_numpy.py", timing=True)
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    kinds = [t.kind for t in v.correctness.trials]
+    assert kinds.count("random") >= 5 and kinds.count("adversarial") == 5 and kinds.count("shape") == 1
+    shape = next(t for t in v.correctness.trials if t.kind == "shape")
+    assert "16→17" in shape.detail and "1024→1025" in shape.detail  # odd and larger than the test shape
+    orders = {t.detail.split("; ")[-1] for t in v.correctness.trials if t.kind == "random"}
+    assert orders == {"candidate before reference", "reference before candidate"}
+    assert v.timing.status == "measured" and v.timing.candidate.samples >= 10
+    assert "CPU test mode" in v.summary
+    assert any("poisoning" in n for n in v.correctness.not_checked)  # says what it could not do here
+
+
+def test_weights_are_copied_by_name(verifier):
+    v = run(verifier, "honest_linear.py", ref=(CORPUS / "ref_linear.py").read_text())
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    assert any("weights copied from the reference by name: 2" in e for e in v.events)
+
+
+@pytest.mark.parametrize("name,flag", [
+    ("cheat_torch_fallback.py", "HACK001"),
+    ("cheat_input_mutation.py", "HACK006"),
+    ("cheat_thread.py", "HACK005"),
+    ("cheat_try_except.py", "HACK002"),
+    ("cheat_pointer_cache.py", "HACK008"),
+    ("cheat_hardcoded_shape.py", "HACK007"),
+])
+def test_cheats_are_flagged(verifier, name, flag):
+    v = run(verifier, name)
+    assert v.status is VerdictStatus.HACKING, v.summary
+    assert flag in codes(v)
+    assert not v.offerable
+
+
+def test_dynamic_checks_catch_what_they_should(verifier):
+    assert "HACK001" in codes(run(verifier, "cheat_torch_fallback.py"), dynamic=True)
+    assert "HACK001" in codes(run(verifier, "cheat_try_except.py"), dynamic=True)
+    assert "HACK006" in codes(run(verifier, "cheat_input_mutation.py"), dynamic=True)
+    thread = run(verifier, "cheat_thread.py")
+    assert "HACK005" in codes(thread, dynamic=True)
+    assert failed(thread)  # the output was not there when forward returned
+
+
+def test_hardcoded_shape_fails_the_second_shape(verifier):
+    v = run(verifier, "cheat_hardcoded_shape.py")
+    assert failed(v) == ["odd-shape"]
+
+
+def test_zeros_fail(verifier):
+    v = run(verifier, "cheat_zeros.py")
+    assert v.status is VerdictStatus.INCORRECT
+    assert len(failed(v)) == len(v.correctness.trials)
+
+
+def test_fmax_swallowing_nan_fails_only_the_nan_case(verifier):
+    v = run(verifier, "bug_fmax_relu.py")
+    assert v.status is VerdictStatus.INCORRECT and failed(v) == ["adversarial-nan"]
+
+
+def test_block_multiple_bug_fails_only_the_second_shape(verifier):
+    v = run(verifier, "bug_block_multiple.py")
+    assert v.status is VerdictStatus.INCORRECT and failed(v) == ["odd-shape"]
+
+
+@pytest.mark.parametrize("name,words", [("wrong_shape.py", "wrong shape"), ("wrong_dtype.py", "wrong dtype")])
+def test_wrong_shape_or_dtype(verifier, name, words):
+    v = run(verifier, name)
+    assert v.status is VerdictStatus.INCORRECT and words in v.summary
+
+
+@pytest.mark.parametrize("name,status,words", [
+    ("wrong_signature.py", VerdictStatus.BAD_INPUT, "wrong signature"),
+    ("no_modelnew.py", VerdictStatus.BAD_INPUT, "no ModelNew"),
+    ("syntax_error.py", VerdictStatus.BAD_INPUT, "SyntaxError"),
+])
+def test_bad_candidates(verifier, name, status, words):
+    v = run(verifier, name)
+    assert v.status is status and words in v.summary, v.summary
+
+
+def test_reference_that_raises(verifier):
+    v = run(verifier, "honest_numpy.py", ref=(CORPUS / "ref_raises.py").read_text())
+    assert v.status is VerdictStatus.BAD_INPUT and "reference raised" in v.summary
+
+
+def test_reference_with_constant_output_is_unverifiable(verifier):
+    v = run(verifier, "cheat_zeros.py", ref=(CORPUS / "ref_zero.py").read_text())
+    assert v.status is VerdictStatus.UNVERIFIABLE and "near zero" in v.summary
+
+
+def test_abort_costs_one_worker(verifier):
+    v = run(verifier, "crash_abort.py")
+    assert v.status is VerdictStatus.CRASHED and "SIGABRT" in v.summary
+    ok = run(verifier, "honest_numpy.py")
+    assert ok.status is VerdictStatus.CORRECT and "a fresh worker was started for this job" in ok.events
+
+
+def test_hang_times_out_and_the_next_job_runs(verifier):
+    v = run(verifier, "hang_sleep.py", timeout_s=12)
+    assert v.status is VerdictStatus.TIMEOUT and "12 s" in v.summary
+    assert run(verifier, "honest_numpy.py").status is VerdictStatus.CORRECT
+
+
+def test_memory_error_is_out_of_memory(verifier):
+    v = run(verifier, "oom_memoryerror.py")
+    assert v.status is VerdictStatus.OUT_OF_MEMORY
+
+
+def test_no_gpu_verdict(verifier):
+    v = run(verifier, "honest_numpy.py", device="cuda")
+    if v.status is not VerdictStatus.NO_GPU:
+        pytest.skip("this machine has a GPU")
+    assert "no CUDA GPU" in v.summary and v.correctness.status == "skipped"
+
+
+def test_verdict_cache_answers_the_same_question(verifier):
+    first = run(verifier, "honest_numpy.py", use_cache=True)
+    again = run(verifier, "honest_numpy.py", use_cache=True)
+    assert first.status is again.status is VerdictStatus.CORRECT
+    assert any("verdict cache" in e for e in again.events) and again.seconds < 0.5
+    changed = run(verifier, "honest_numpy.py", use_cache=True, trials=6)
+    assert not any("verdict cache" in e for e in changed.events)
+
+
+def test_speedup_over_10x_triggers_extra_scrutiny(verifier):
+    v = run(verifier, "honest_numpy.py", ref=(CORPUS / "ref_slow.py").read_text(), timing=True)
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    assert v.timing.speedup_vs_eager > 10 and v.timing.suspicious
+    extra = [t for t in v.correctness.trials if t.name.startswith("scrutiny-")]
+    assert len(extra) == 5 and all(t.passed for t in extra)
+    assert any(t.kind == "determinism" for t in v.correctness.trials)
+    assert "extra trials ran" in v.timing.message
