@@ -107,7 +107,7 @@ def _template_outcome(candidate: Candidate | None, verdict: Verdict | None) -> L
         pace = f"{speedup:.2f}x over eager" if speedup is not None else "speed not measured"
         return LlmOutcome(candidate, verdict, f"The template Coder's candidate is correct ({pace}).", coder="template")
     return LlmOutcome(None, verdict, f"The template Coder's candidate was not offerable: {verdict.summary}.",
-                      coder="template", failure=verdict.status.value)
+                      coder="template", failure=verdict.status.value, kept=candidate)
 
 
 def best_of(template: LlmOutcome, llm: LlmOutcome) -> LlmOutcome:
@@ -121,4 +121,7 @@ def best_of(template: LlmOutcome, llm: LlmOutcome) -> LlmOutcome:
     if llm.ok:
         tail = f" (the template Coder's reached {speed(template):.2f}x)" if template.ok else ""
         return attrs.evolve(llm, message=llm.message + tail)
+    if llm.verdict is None:  # Claude produced nothing verifiable: the template's attempt is what there is
+        return attrs.evolve(template, message=f"{template.message} {llm.message}".strip(), rounds=llm.rounds,
+                            usage=llm.usage)
     return attrs.evolve(llm, message=f"{template.message} {llm.message}".strip())

@@ -82,6 +82,8 @@ class LlmOutcome:
     failure: str = ""
     target_reached: bool = False
     coder: str = "llm"  # who wrote ``candidate`` (the auto Coder may pick the template's)
+    # When nothing is offered: the candidate ``verdict`` belongs to, kept for reading (never offered).
+    kept: Candidate | None = None
 
     @property
     def ok(self) -> bool:
@@ -292,7 +294,8 @@ class LlmCoder:
         lines.append(spend)
         verdict = attrs.evolve(best.verdict, usage=usage) if best is not None and best.verdict else None
         return LlmOutcome(None, verdict, " ".join(line.rstrip(".") + "." for line in lines if line),
-                          records, usage, failure=failure or "rounds_exhausted")
+                          records, usage, failure=failure or "rounds_exhausted",
+                          kept=best.candidate if best is not None else None)
 
 
     def _judge(self, offer: RoundRecord, conv: "_Conversation") -> str:
