@@ -140,6 +140,10 @@ def _visit_top(src: bytes, node: Node) -> _Top:
             if body is not None:
                 for c in body.children:
                     visit_one(c)
+        elif t == "preproc_if" and _is_if_zero(src, node):
+            alternative = node.child_by_field_name("alternative")  # `#if 0` code is dead: only its #else
+            if alternative is not None:
+                visit_one(alternative)
         elif t in _CONTAINERS:
             for c in node.children:
                 visit_one(c)
@@ -159,6 +163,11 @@ def _visit_top(src: bytes, node: Node) -> _Top:
 
     visit_one(node)
     return top
+
+
+def _is_if_zero(src: bytes, node: Node) -> bool:
+    cond = node.child_by_field_name("condition")
+    return cond is not None and node_text(src, cond).strip() in ("0", "false")
 
 
 def _constants(tops: list[_Top]) -> Constants:

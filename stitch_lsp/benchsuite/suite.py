@@ -39,7 +39,7 @@ class BenchOptions:
     part: tuple[int, int] | None = None  # (I, N): the I-th of N interleaved slices of the selection
     task_timeout_s: float = 900.0
     measure_bandwidth: bool = True
-    profile: bool = True  # Nsight Compute on each candidate: the bound and % of peak
+    profile: str = "all"  # Nsight Compute on every candidate (all), on those short of a goal (misses), or none
     sanitize: bool = False
     backend: str = DEFAULT_BACKEND
     command: str = ""

@@ -135,3 +135,13 @@ def test_warm_up_and_forget():
     assert analyzer_for("doc.cu") is first
     forget("doc.cu")
     assert analyzer_for("doc.cu") is not first
+
+
+def test_code_under_if_zero_is_not_analysed():
+    src = (
+        "#if 0\n__global__ void dead(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 1; }\n"
+        "#else\n__global__ void live(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 1; }\n#endif\n"
+    )
+    a = analyze_cuda(src, "if0.cu")
+    assert [k.name for k in a.kernels] == ["live"]
+    assert [f.range.start.line for f in a.findings] == [3]

@@ -151,10 +151,17 @@ export class ServerController implements vscode.Disposable {
 
   async sendApiKey(apiKey: string | undefined): Promise<void> {
     this.redactor.add(apiKey);
-    if (this.client && this.running) {
-      await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey: apiKey ?? null });
-      await this.fetchLlmStatus(this.client);
+    if (!(this.client && this.running)) {
+      return;
     }
+    if (apiKey === undefined) {
+      // The server process was started with the removed key in its environment, which
+      // the server falls back to: only a new process is really rid of it.
+      await this.restart("the Anthropic API key was removed", true);
+      return;
+    }
+    await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey });
+    await this.fetchLlmStatus(this.client);
   }
 
   /** The server settings the user set explicitly, for `workspace/configuration` and `initializationOptions`. */
@@ -196,21 +203,28 @@ export class ServerController implements vscode.Disposable {
     if (!probe.ok) {
       const advice = installAdvice(interpreter.command, probe, findSourceCheckout(folders));
       this.output.error(advice.message);
-      this.setState("failed", probe.kind === "not-found" ? "Python not found" : "stitch_lsp is not installed");
+      const short = {
+        "not-found": "Python not found",
+        "not-importable": "stitch_lsp is not installed",
+        timeout: "Python did not answer",
+        failed: "stitch_lsp does not import",
+      }[probe.kind];
+      this.setState("failed", short);
       this.events.onServerCommands([]);
       void this.showInstallAdvice(advice.message, advice.command);
       return;
     }
     this.output.info(`stitch_lsp ${probe.version} found in ${interpreter.command}`);
-    const key = await this.apiKey();
-    this.redactor.add(key);
-    const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
-    this.output.info(`Launching: ${describeLaunch(spec)}`);
 
     const client = new StitchLanguageClient(
       "stitch",
       "Stitch",
+      // Called again for every automatic restart: the key is read afresh each time.
       async () => {
+        const key = await this.apiKey();
+        this.redactor.add(key);
+        const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
+        this.output.info(`Launching: ${describeLaunch(spec)}`);
         this.stderrTail = [];
         this.childExit = undefined;
         const child = spawnServer(spec);
