@@ -19,7 +19,8 @@ from attrs import define, field
 
 from stitch_lsp.agents.coder import CoderUnavailable, make_coder
 from stitch_lsp.agents.llm_coder import LlmCoderError
-from stitch_lsp.agents.rubric import RubricContext, apply_rubric
+from stitch_lsp.agents.rubric import RubricContext, apply_rubric, rubric_findings
+from stitch_lsp.findings import Finding
 from stitch_lsp.agents.planner import describe, make_plan
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.op_graph import TraceReply, TraceRequest
@@ -41,6 +42,8 @@ class FuseOutcome:
     # Where the generated files were kept for reading (``.stitch/tasks/<hash>/``).
     task_dir: str = ""
     plan_text: str = ""
+    # Rubric findings and hack flags, placed on the generated files under ``task_dir``.
+    findings: list[Finding] = field(factory=list)
 
     @property
     def offerable(self) -> bool:
@@ -171,6 +174,9 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         verdict = apply_rubric(_verify(task, candidate, settings, verifier, cancel, report), candidate,
                                RubricContext(plan=plan))
     outcome.verdict = verdict
+    kernel_file = next(iter(sorted(candidate.cuda_sources)), "kernel.cu")
+    outcome.findings = rubric_findings(verdict, candidate, module_path=str(outdir / "candidate.py"),
+                                       kernel_path=str(outdir / kernel_file))
     (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
     if verdict.status is VerdictStatus.NO_GPU:
         outcome.message = "No CUDA device: the candidate was generated (kept in " + str(outdir) + ") but cannot be checked or timed here"

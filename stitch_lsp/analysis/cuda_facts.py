@@ -118,6 +118,8 @@ class FunctionFacts:
     builtin_products: list[Node] = field(factory=list)
     # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
     defs: dict[str, list[Node]] = field(factory=dict)
+    # Per-function results several rules share (e.g. the shared-memory event list).
+    memo: dict[str, object] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
     _closure_memo: dict[str, frozenset[str]] = field(factory=dict)
 

@@ -32,8 +32,23 @@ def test_fuse_with_claude_runs_the_refine_loop(fake_api, settings, task, tmp_pat
     assert outcome.verdict is not None and outcome.verdict.offerable
     assert outcome.verdict.usage.rounds == 2 and outcome.verdict.usage.output_tokens > 0
     assert "Claude's round-2 candidate is correct" in outcome.message
+    # Rubric findings are placed on the generated files, for the editor to publish.
+    assert all(f.path.startswith(outcome.task_dir) for f in outcome.findings)
     # The plan the model saw is the Planner's.
     assert "# Plan (from Stitch's Planner)" in "\n".join(api.requests[0].message_texts("user"))
+
+
+def test_fuse_findings_flag_a_hack_on_the_generated_module(fake_api, settings, task, tmp_path, monkeypatch,
+                                                          client_key):
+    from .candidates import HACKING_MODULE
+
+    api = fake_api(Reply(reply(module=HACKING_MODULE)))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+    outcome = fuse_task(task, settings.replace(rounds=1), coder="llm", verifier=ScriptedVerifier(), workdir=tmp_path)
+    assert outcome.verdict is not None and outcome.verdict.hack_flags and not outcome.offerable
+    hack = [f for f in outcome.findings if f.code == "HACK001"]
+    assert hack and hack[0].path.endswith("candidate.py")
+    assert "not offered" in outcome.message
 
 
 def test_fuse_with_claude_and_no_key_says_so(settings, task, tmp_path, monkeypatch):

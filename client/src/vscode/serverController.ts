@@ -123,7 +123,7 @@ export class ServerController implements vscode.Disposable {
         this.policy.reset();
       }
       await this.stopNow();
-      await this.startNow(reason);
+      await this.startNow(reason, byUser);
     });
     return this.queue;
   }
@@ -182,7 +182,7 @@ export class ServerController implements vscode.Disposable {
     return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath);
   }
 
-  private async startNow(reason: string): Promise<void> {
+  private async startNow(reason: string, byUser: boolean): Promise<void> {
     this.setState("starting");
     this.failureShown = false;
     const folders = this.workspaceFolders();
@@ -211,7 +211,7 @@ export class ServerController implements vscode.Disposable {
       }[probe.kind];
       this.setState("failed", short);
       this.events.onServerCommands([]);
-      void this.showInstallAdvice(advice.message, advice.command);
+      void this.showInstallAdvice(advice.message, advice.command, interpreter.command, byUser);
       return;
     }
     this.output.info(`stitch_lsp ${probe.version} found in ${interpreter.command}`);
@@ -452,8 +452,17 @@ export class ServerController implements vscode.Disposable {
       });
   }
 
-  private async showInstallAdvice(message: string, command: string): Promise<void> {
-    const choice = await vscode.window.showErrorMessage(message, "Install in Terminal", "Set stitch.python", "Show Output");
+  /**
+   * The install advice, once per start. The extension activates for every Python file, so
+   * a user who does not want Stitch in this interpreter can silence it (the status bar still
+   * says why the server is not running).
+   */
+  private async showInstallAdvice(message: string, command: string, python: string, byUser: boolean): Promise<void> {
+    const muteKey = `stitch.installAdvice.muted:${python}`;
+    if (!byUser && this.context.globalState.get<boolean>(muteKey)) {
+      return;
+    }
+    const choice = await vscode.window.showErrorMessage(message, "Install in Terminal", "Set stitch.python", "Don't Show Again");
     if (choice === "Install in Terminal") {
       const terminal = vscode.window.createTerminal({ name: "Stitch: install" });
       terminal.show();
@@ -463,8 +472,8 @@ export class ServerController implements vscode.Disposable {
       );
     } else if (choice === "Set stitch.python") {
       await vscode.commands.executeCommand("workbench.action.openSettings", "stitch.python");
-    } else if (choice === "Show Output") {
-      this.output.show(true);
+    } else if (choice === "Don't Show Again") {
+      await this.context.globalState.update(muteKey, true);
     }
   }
 

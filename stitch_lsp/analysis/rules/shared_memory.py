@@ -71,3 +71,11 @@ class SharedEvents:
         owner = thread_dependent_control(facts, w.node.start_byte)
         return (owner is not None and owner.kind == "if" and owner.governs(r.node.start_byte)
                 and single_thread(facts, owner.cond))
+
+
+def shared_events(facts: FunctionFacts) -> SharedEvents:
+    """The function's SharedEvents, built once for all the rules that need them."""
+    ev = facts.memo.get("shared_events")
+    if ev is None:
+        ev = facts.memo["shared_events"] = SharedEvents(facts)
+    return ev

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stitch_lsp.analysis.cuda_facts import Access, FunctionFacts
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
-from stitch_lsp.analysis.rules.shared_memory import SharedEvents
+from stitch_lsp.analysis.rules.shared_memory import shared_events
 from stitch_lsp.findings import Severity
 
 
@@ -17,7 +17,7 @@ class SharedRace(Rule):
             return
         if not facts.shared_names():
             return
-        ev = SharedEvents(facts)
+        ev = shared_events(facts)
         if not ev.has_writes:
             return
         events, barriers, same_thread = ev.events, ev.barriers, ev.same_thread

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from stitch_lsp.analysis.cuda_facts import FunctionFacts
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
-from stitch_lsp.analysis.rules.shared_memory import SharedEvents
+from stitch_lsp.analysis.rules.shared_memory import shared_events
 from stitch_lsp.findings import Severity
 
 
@@ -16,7 +16,7 @@ class SharedOverwrite(Rule):
     def check(self, facts: FunctionFacts, out: Emitter) -> None:
         if facts.is_host_code or not facts.shared_names():
             return
-        ev = SharedEvents(facts)
+        ev = shared_events(facts)
         if not ev.has_writes:
             return
         flagged: set[int] = set()
