@@ -62,14 +62,18 @@ def size_globals(mod, source: str) -> dict[str, int]:
     return out
 
 
-def build(ref_mod, cand_mod, seed: int):
-    torch.manual_seed(1234)
-    ref = ref_mod.Model(*ref_mod.get_init_inputs()).cuda()
-    torch.manual_seed(1234)
-    cand = cand_mod.ModelNew(*ref_mod.get_init_inputs()).cuda()
+def build(ref_mod, cand_mod):
+    with torch.device("cuda"):
+        torch.manual_seed(1234)
+        ref = ref_mod.Model(*ref_mod.get_init_inputs())
+        torch.manual_seed(1234)
+        cand = cand_mod.ModelNew(*ref_mod.get_init_inputs())
+    return ref.cuda(), cand.cuda()
+
+
+def draw(ref_mod, seed: int):
     torch.manual_seed(seed)
-    inputs = [x.cuda() for x in ref_mod.get_inputs()]
-    return ref, cand, inputs
+    return [x.cuda() for x in ref_mod.get_inputs()]
 
 
 def compare(a, b, dtype) -> tuple[bool, float]:
@@ -94,7 +98,7 @@ def compare(a, b, dtype) -> tuple[bool, float]:
 _FLUSH = None
 
 
-def timed(fns: dict, rounds: int = 15) -> dict[str, float]:
+def timed(fns: dict, rounds: int = 11) -> dict[str, float]:
     global _FLUSH
     if _FLUSH is None:
         _FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
@@ -174,8 +178,9 @@ def main() -> int:
             cand_mod = load(cand.module_source, "cand_" + name)
             checks = []
             with torch.no_grad():
+                ref, model = build(ref_mod, cand_mod)
                 for seed in (1, 2, 3):
-                    ref, model, inputs = build(ref_mod, cand_mod, seed)
+                    inputs = draw(ref_mod, seed)
                     ok, err = compare(model(*inputs), ref(*inputs), None)
                     checks.append(ok)
                     row["max_err_ratio"] = max(row.get("max_err_ratio", 0.0), err)
@@ -183,16 +188,19 @@ def main() -> int:
                 if sizes:
                     odd = {k: (v - 1 if v % 2 == 0 else v - 2) for k, v in sizes.items()}
                     ref_mod2 = load(source, "ref2_" + name, odd)
+                    ref2 = model2 = None
                     try:
-                        ref, model, inputs = build(ref_mod2, cand_mod, 4)
-                        ok, err = compare(model(*inputs), ref(*inputs), None)
+                        ref2, model2 = build(ref_mod2, cand_mod)
+                        inputs = draw(ref_mod2, 4)
+                        ok, err = compare(model2(*inputs), ref2(*inputs), None)
                         row["odd_shape"] = "passed" if ok else f"failed (err ratio {err:.3g})"
                         checks.append(ok)
                     except Exception as exc:  # the reference itself may not take odd sizes
                         row["odd_shape"] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
                         if "fused" in traceback.format_exc():
                             checks.append(False)
-                ref, model, inputs = build(ref_mod, cand_mod, 5)
+                    ref2 = model2 = None
+                inputs = draw(ref_mod, 5)
                 row["correct"] = all(checks)
                 fns = {"eager": lambda: ref(*inputs), "candidate": lambda: model(*inputs)}
                 if not args.no_compile and time.time() - started < args.budget_s - 30:

@@ -107,7 +107,7 @@ class _Writer:
         if m is None:
             m2 = re.fullmatch(r"\(\((e\d+_)(\d+)\) % (\d+)LL\)", ix)
             if m2 is None:
-                return None
+                return self.affine_hint(leaf, ix)
             prefix, lane, mod = m2.group(1), int(m2.group(2)), int(m2.group(3))
             if mod % self.vec or node.numel != mod:
                 return None
@@ -117,11 +117,56 @@ class _Writer:
                 return None
         base = self.chunk_base[prefix]
         key = (leaf, prefix)
+        if key not in self.vec_loaded and self.em.depth:
+            return None
         if key not in self.vec_loaded:
             arr = self.em.fresh("ld")
             start = base if mod is None else f"({base} % {mod}LL)"
             self.em.emit(f"float {arr}[{self.vec}];")
             self.em.emit(f"stitch_ldv<{self.vec}>({self.param_of[leaf]} + {start}, {arr});")
+            self.vec_loaded[key] = [f"{arr}[{v}]" for v in range(self.vec)]
+        return self.vec_loaded[key][lane]
+
+    def affine_hint(self, leaf: str, ix: str):
+        """A vector load where ``ix`` moves in step with the element index across a chunk.
+
+        True when every divisor and modulus in the index is a multiple of VEC (a chunk
+        never straddles a row, slice or broadcast boundary) and the chunk's first index
+        is VEC-aligned; checked on sampled chunks as well.
+        """
+        full = self.em.expand(ix)
+        elems = set(re.findall(r"\be(\d+)_(\d+)\b", full))
+        if len(elems) != 1 or re.search(r"\bi\d+\b|\?|rbase|row", full):
+            return None
+        (k, lane), = elems
+        k, lane = int(k), int(lane)
+        for div in re.findall(r"[/%]\s*(\d+)LL", full):
+            if int(div) % self.vec:
+                return None
+        var = f"e{k}_{lane}"
+        py = re.sub(r"(\d+)LL", r"\1", full).replace("/", "//")
+        try:
+            fn = eval(f"lambda {var}: {py}", {"__builtins__": {}})  # noqa: S307 - our own index arithmetic
+            step = self.vec
+            samples = {0, step, self.domain - step} | {(self.domain // 97 * j) // step * step for j in range(97)}
+            for c in samples:
+                if c < 0 or c + step > self.domain:
+                    continue
+                base = fn(c)
+                if base % step or any(fn(c + v) != base + v for v in range(step)):
+                    return None
+        except Exception:
+            return None
+        prefix = f"e{k}_"
+        chunk = self.chunk_base[prefix]
+        base_c = re.sub(rf"\b{var}\b", chunk, full)
+        key = (leaf, prefix + base_c)
+        if key not in self.vec_loaded and self.em.depth:
+            return None  # inside a cat branch: a load there would not outlive it
+        if key not in self.vec_loaded:
+            arr = self.em.fresh("ld")
+            self.em.emit(f"float {arr}[{self.vec}];")
+            self.em.emit(f"stitch_ldv<{self.vec}>({self.param_of[leaf]} + {base_c}, {arr});")
             self.vec_loaded[key] = [f"{arr}[{v}]" for v in range(self.vec)]
         return self.vec_loaded[key][lane]
 
