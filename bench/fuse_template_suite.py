@@ -98,7 +98,7 @@ def compare(a, b, dtype) -> tuple[bool, float]:
 _FLUSH = None
 
 
-def timed(fns: dict, rounds: int = 11) -> dict[str, float]:
+def timed(fns: dict, rounds: int = 9) -> dict[str, float]:
     global _FLUSH
     if _FLUSH is None:
         _FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
@@ -126,6 +126,53 @@ def copy_bandwidth() -> float:
     return 2 * x.numel() * 4 / (t * 1e-3) / 1e9
 
 
+EDIT_CHECK = """
+import sys, torch
+sys.path[:] = [p for p in sys.path if 'stitch' not in p.lower() or p.endswith('ws')]
+import stitch_kernels.{module} as fused
+import reference
+assert 'stitch_lsp' not in sys.modules
+torch.manual_seed(0)
+model = reference.Model(*reference.get_init_inputs()).cuda()
+inputs = [x.cuda() for x in reference.get_inputs()]
+state = [model.get_parameter(p) if k == 'param' else model.get_buffer(p) for k, p in {state}]
+with torch.no_grad():
+    want = model(*inputs)
+    got = fused.{func}(*state, *inputs)
+torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+assert 'stitch_lsp' not in sys.modules
+print('same results, stitch_lsp not imported')
+"""
+
+
+def edit_check(out: Path, task_name: str = "norm_residual_rmsnorm_bf16") -> str:
+    """The files an accepted edit writes, run in a fresh process that cannot import Stitch."""
+    from stitch_lsp.agents.fuse_edit import edit_files, names_for
+    from stitch_lsp.agents.fuse_service import FuseOutcome
+    from stitch_lsp.settings import Settings
+
+    try:
+        source = (REPO / "bench" / "tasks" / f"{task_name}.py").read_text()
+        task = Task(name=task_name, source=source, origin_path="reference.py")
+        traced = trace_task(source)
+        plan = make_plan(task, traced.graph)
+        outcome = FuseOutcome(task=task, plan=plan)
+        module_path, func = names_for(task, Settings())
+        ws = Path("/tmp/stitch_edit_ws")
+        for rel, text in edit_files(outcome, Settings(), module_path, func).items():
+            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ws / rel).write_text(text)
+        (ws / "reference.py").write_text(source)
+        state = [(i.role, i.path) for i in traced.graph.inputs if i.role != "input"]
+        script = EDIT_CHECK.format(module=Path(module_path).stem, func=func, state=state)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        run = subprocess.run([sys.executable, "-c", script], cwd=ws, env=env, capture_output=True, text=True,
+                             timeout=120)
+        return "passed" if run.returncode == 0 else "failed: " + (run.stdout + run.stderr)[-600:]
+    except Exception as exc:
+        return f"error: {type(exc).__name__}: {exc}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -148,7 +195,7 @@ def main() -> int:
            "command": " ".join([Path(sys.executable).name] + sys.argv)}
     print(json.dumps(env), flush=True)
     rows = []
-    for path in sorted(glob.glob(args.tasks)):
+    for path in sorted(glob.glob(args.tasks), key=lambda p: (not Path(p).stem.startswith("red_"), p)):
         name = Path(path).stem
         if name.startswith("_"):
             continue
@@ -220,6 +267,8 @@ def main() -> int:
             row["traceback"] = traceback.format_exc()[-1500:]
         print(json.dumps({k: v for k, v in row.items() if k != "traceback"}), flush=True)
         torch.cuda.empty_cache()
+    edit = edit_check(out)
+    print(json.dumps({"edit_check": edit}), flush=True)
     good = [r for r in rows if r.get("correct")]
     summary = {}
     for key in ("vs_eager", "vs_compile"):
@@ -229,6 +278,7 @@ def main() -> int:
     mb = [r for r in good if r.get("memory_bound")]
     summary["memory_bound_at_80pct"] = f"{sum(1 for r in mb if r.get('pct_copy_bw', 0) >= 80)}/{len(mb)}"
     summary["correct"] = f"{len(good)}/{len(rows)}"
+    summary["edit_in_fresh_process"] = edit
     (out / "fuse_suite.json").write_text(json.dumps({"env": env, "summary": summary, "rows": rows}, indent=1))
     lines = [f"# Template Coder on bench/tasks — {env['gpu']}, driver {driver}, torch {env['torch']}, CUDA {env['cuda']}",
              "", f"Command: `{env['command']}`; copy bandwidth {bw:.0f} GB/s (measured in the same run).", "",

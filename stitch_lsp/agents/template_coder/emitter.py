@@ -113,6 +113,7 @@ class Emitter:
         self.vector_hint: Callable[[str, str], str | None] = lambda leaf, ix: None
         self.var_defs: dict[str, str] = {}  # index variables and the expressions they name
         self.depth = 0  # > 0 inside a branch of cat: nothing loaded there outlives it
+        self.stored_only: set[str] = set()  # values only stored: the store rounds them already
 
     def fresh(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -181,7 +182,7 @@ class Emitter:
             expr = template.format(**names)
             if node.dtype == "bool":
                 expr = f"(({expr}) != 0.f ? 1.f : 0.f)"
-            else:
+            elif node.name not in self.stored_only:
                 # Eager PyTorch rounds every half-precision op's result; so do we, to give its answers.
                 expr = _round_to(expr, node.dtype)
             var = self.fresh()

@@ -88,6 +88,8 @@ class _Writer:
                 raise Unsupported(f"output {out} is {index[out].dtype}")
         self.param_of = {leaf: f"in{k}" for k, leaf in enumerate(self.leaves)}
         self.em = Emitter(index, self.members, lambda leaf: self.param_of[leaf])
+        used_inside = {r for n in group.nodes for r in index[n].refs() if r in self.members}
+        self.em.stored_only = {o for o in group.outputs if o not in used_inside}
         self.vec_loaded: dict[tuple[str, str], list[str]] = {}
         self.chunk_base: dict[str, str] = {}  # element var -> (chunk base var, lane)
         self.elem_of: dict[str, tuple[str, int]] = {}
