@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,8 @@ from attrs import define, field
 
 from stitch_lsp.agents.coder import CoderUnavailable, make_coder
 from stitch_lsp.agents.llm_coder import LlmCoderError
-from stitch_lsp.agents.rubric import RubricContext, apply_rubric
+from stitch_lsp.agents.rubric import RubricContext, apply_rubric, rubric_findings
+from stitch_lsp.findings import Finding
 from stitch_lsp.agents.planner import describe, make_plan
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.op_graph import TraceReply, TraceRequest
@@ -27,6 +27,7 @@ from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.serde import from_json, to_dict, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
+from stitch_lsp.verify.worker_pool import worker_env
 
 
 @define
@@ -41,6 +42,8 @@ class FuseOutcome:
     # Where the generated files were kept for reading (``.stitch/tasks/<hash>/``).
     task_dir: str = ""
     plan_text: str = ""
+    # Rubric findings and hack flags, placed on the generated files under ``task_dir``.
+    findings: list[Finding] = field(factory=list)
 
     @property
     def offerable(self) -> bool:
@@ -59,9 +62,7 @@ def trace(task: Task, settings: Settings, *, verifier: Any = None, cancel: Cance
     if pool is not None and hasattr(pool, "call"):
         return pool.call("trace", request, TraceReply, timeout_s=timeout_s, cancel=cancel, report=no_report)
     python = settings.python or sys.executable
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = worker_env()  # the repo on PYTHONPATH; API keys and other secrets left out
     proc = subprocess.Popen([python, "-m", "stitch_lsp.worker.trace_handler"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
@@ -171,6 +172,9 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         verdict = apply_rubric(_verify(task, candidate, settings, verifier, cancel, report), candidate,
                                RubricContext(plan=plan))
     outcome.verdict = verdict
+    kernel_file = next(iter(sorted(candidate.cuda_sources)), "kernel.cu")
+    outcome.findings = rubric_findings(verdict, candidate, module_path=str(outdir / "candidate.py"),
+                                       kernel_path=str(outdir / kernel_file))
     (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
     if verdict.status is VerdictStatus.NO_GPU:
         outcome.message = "No CUDA device: the candidate was generated (kept in " + str(outdir) + ") but cannot be checked or timed here"
