@@ -95,7 +95,18 @@ async def gpu_job(bench: Any) -> AsyncIterator[None]:
     verify = lsp.ExecuteCommandParams(command="stitch.verifyKernel", arguments=[uri, {"line": 1, "character": 20}])
 
     async def keep_one_running() -> None:
+        version = 1
         while True:
+            if version > 1:
+                # A new revision of the file, so the next run is a new question (not a cache hit).
+                client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+                    text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[lsp.TextDocumentContentChangePartial(
+                        range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)),
+                        text=f"// run {version}\n")],
+                ))
+                verify.arguments = [uri, {"line": version, "character": 20}]
+            version += 1
             answer = await client.workspace_execute_command_async(verify)
             if not _get(answer, "ok"):
                 raise RuntimeError(f"stitch.verifyKernel refused: {_get(answer, 'message')}")

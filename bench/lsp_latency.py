@@ -3,10 +3,11 @@
 Starts the real server (``python -m stitch_lsp``) with pygls' client, opens a
 generated CUDA file (10,000 lines by default) and measures, from the client side:
 
-- ``static diagnostics``: an incremental ``didChange`` until ``publishDiagnostics``
-  for that document version arrives (the debounce is set to 0 ms through settings,
-  so it is excluded; the time includes applying the edit, re-analysing, converting
-  and publishing);
+- ``static diagnostics``: an incremental ``didChange`` that adds or removes a bounds
+  guard mid-file, until ``publishDiagnostics`` for that document version arrives
+  with the finding gone or back (the debounce is set to 0 ms through settings, so it
+  is excluded; the time includes applying the edit, re-analysing, converting and
+  publishing every diagnostic of the file);
 - ``hover``, ``inlay hints`` (a 200-line window, as an editor asks for the visible
   part), ``code actions`` (at a rule finding, with its diagnostic in the context).
 
@@ -74,12 +75,19 @@ void launch_{n}(float* y, const float* x, int n) {{
 ]
 
 
-def generate(lines: int) -> str:
-    """A CUDA file of about ``lines`` lines: clean kernels, reductions, and planted rule hits."""
+def generate(lines: int, planted_every: int = 3) -> str:
+    """A CUDA file of about ``lines`` lines: clean kernels and reductions, and every
+    ``planted_every``-th kernel an unguarded write with an unchecked launch (two rule
+    findings each). The default, 3, makes about a thousand diagnostics in 10,000 lines:
+    far more than a real file has, so that converting and sending them is measured."""
     parts = ["#include <cuda_runtime.h>\n\n"]
     count, n = 2, 0
     while count < lines:
-        chunk = _KERNELS[n % len(_KERNELS)].format(n=n) + "\n"
+        if n % planted_every == planted_every - 1:
+            template = _KERNELS[2]
+        else:
+            template = _KERNELS[n % 2]
+        chunk = template.format(n=n) + "\n"
         parts.append(chunk)
         count += chunk.count("\n")
         n += 1
@@ -114,6 +122,7 @@ class Bench:
         self.path.write_text(text)
         self.uri = self.path.as_uri()
         self.version = 1
+        self.guarded = False
         self.log_file = log_file
         self.client = LanguageClient("stitch-latency-bench", "1", protocol_cls=TimingProtocol)
         self.published: dict[int, float] = {}
@@ -208,23 +217,29 @@ class Bench:
         return await asyncio.wait_for(fut, timeout)
 
     def edit(self, iteration: int) -> None:
-        """Change one character of a constant in a kernel body: a keystroke mid-file."""
+        """Add or remove a bounds guard on one write mid-file: a rule finding appears or goes.
+
+        Every edit changes what the editor must show, so every edit is published (the
+        server skips publishing a set of diagnostics that did not change).
+        """
         line = self.edit_line
-        col = self.lines[line].index("2.0f")
+        indent = len(self.lines[line]) - len(self.lines[line].lstrip())
+        guard = "if (i < n) "
         self.version += 1
-        digit = str(iteration % 10)
+        if self.guarded:
+            rng = lsp.Range(
+                start=lsp.Position(line=line, character=indent),
+                end=lsp.Position(line=line, character=indent + len(guard)),
+            )
+            text = ""
+        else:
+            rng = lsp.Range(start=lsp.Position(line=line, character=indent), end=lsp.Position(line=line, character=indent))
+            text = guard
+        self.guarded = not self.guarded
         self.client.text_document_did_change(
             lsp.DidChangeTextDocumentParams(
                 text_document=lsp.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
-                content_changes=[
-                    lsp.TextDocumentContentChangePartial(
-                        range=lsp.Range(
-                            start=lsp.Position(line=line, character=col),
-                            end=lsp.Position(line=line, character=col + 1),
-                        ),
-                        text=digit,
-                    )
-                ],
+                content_changes=[lsp.TextDocumentContentChangePartial(range=rng, text=text)],
             )
         )
 
@@ -336,8 +351,9 @@ def machine() -> list[str]:
 
 
 async def run(args: argparse.Namespace) -> list[str]:
-    text = generate(args.lines)
+    text = generate(args.lines, args.planted_every)
     out: list[str] = []
+    described = machine()  # before the run: the load average it started under
     with tempfile.TemporaryDirectory(prefix="stitch-latency-") as tmp:
         root = Path(tmp)
         bench = Bench(root, text, root / "server.log")
@@ -356,10 +372,12 @@ async def run(args: argparse.Namespace) -> list[str]:
                         results.append((cond_name, name, samples, goal))
         finally:
             await bench.stop()
+    analysis_ms = analysis_alone(text, args.iterations) if args.analysis_baseline else []
     doc_lines = text.count("\n")
-    out += machine()
+    out += described
     out.append(
-        f"document: {doc_lines} lines of CUDA, {len(bench.latest)} rule diagnostics; "
+        f"document: {doc_lines} lines of CUDA, {len(bench.latest)} diagnostics (a planted pair every "
+        f"{args.planted_every} kernels); "
         f"{args.iterations} measurements per row after {args.warmup} warm-up"
     )
     out.append("")
@@ -373,18 +391,53 @@ async def run(args: argparse.Namespace) -> list[str]:
     if bench.notes:
         out.append("")
         out += bench.notes
+    if analysis_ms:
+        out.append("")
+        out.append(
+            f"for comparison, analyze_cuda alone on the same edits, in this process: "
+            f"p50 {percentile(analysis_ms, 0.5):.1f} ms, p99 {percentile(analysis_ms, 0.99):.1f} ms "
+            "(static diagnostics minus this is the server's own share: sync, conversion, transport)"
+        )
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    out.append(f"load average at end: {load}")
     return out
+
+
+def analysis_alone(text: str, iterations: int) -> list[float]:
+    """The CUDA analysis of the same one-character edits, without the server around it."""
+    sys.path.insert(0, str(REPO))
+    from stitch_lsp.analysis.cuda_analysis import analyze_cuda
+
+    path = "/bench/analysis-baseline.cu"
+    analyze_cuda(text, path)
+    lines = text.split("\n")
+    middle = len(lines) // 2
+    line = next(i for i in range(middle, len(lines)) if "x[i] * " in lines[i])
+    indent = len(lines[line]) - len(lines[line].lstrip())
+    offset = sum(len(l) + 1 for l in lines[:line]) + indent
+    guarded = text[:offset] + "if (i < n) " + text[offset:]
+    samples = []
+    for i in range(iterations):
+        start = time.perf_counter()
+        analyze_cuda(guarded if i % 2 == 0 else text, path)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", type=int, default=10_000)
+    parser.add_argument("--planted-every", type=int, default=3, help="every N-th kernel has two rule findings")
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
     parser.add_argument("--conditions", nargs="+", default=["idle"], choices=list(CONDITIONS))
     parser.add_argument("--real-gpu", action="store_true",
                         help="gpu-job: run the real Verifier on this machine's GPU (default: the CPU stand-in worker)")
+    parser.add_argument(
+        "--no-analysis-baseline", dest="analysis_baseline", action="store_false",
+        help="skip timing analyze_cuda alone in this process",
+    )
     parser.add_argument("--out", type=Path, help="also write the report here, with the command that made it")
     args = parser.parse_args(argv)
     lines = asyncio.run(run(args))

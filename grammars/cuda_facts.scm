@@ -19,7 +19,6 @@
 (subscript_expression) @subscript
 (assignment_expression) @assign
 (update_expression) @update
-(pointer_expression) @deref
 
 ; Declarations (locals, __shared__ arrays, loop variables).
 (declaration) @decl
@@ -30,12 +29,14 @@
 (while_statement) @loop
 (do_statement) @loop
 (conditional_expression) @ternary
-(return_statement) @return
 (preproc_ifdef) @preproc
 (preproc_if) @preproc
 
-; Floating literals (FP64 promotion in float kernels).
-(number_literal) @number
+; Literals that are operands of arithmetic or comparisons: a double literal there
+; promotes the whole expression to FP64 (an initialiser is converted at compile time).
+(binary_expression left: (number_literal) @number)
+(binary_expression right: (number_literal) @number)
+(assignment_expression operator: ["+=" "-=" "*=" "/="] right: (number_literal) @number)
 
 ; `blockIdx.x * blockDim.x`: a 32-bit product (index overflow).
 (binary_expression

@@ -62,6 +62,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
       if (changeNeedsRestart((section) => event.affectsConfiguration(section))) {
         void server.restart("stitch.python changed", true);
+      } else if (event.affectsConfiguration(SECTION)) {
+        server.refreshLlmStatus();
       }
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(async () => {

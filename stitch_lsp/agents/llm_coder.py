@@ -81,6 +81,9 @@ class LlmOutcome:
     # judge_rejected
     failure: str = ""
     target_reached: bool = False
+    coder: str = "llm"  # who wrote ``candidate`` (the auto Coder may pick the template's)
+    # When nothing is offered: the candidate ``verdict`` belongs to, kept for reading (never offered).
+    kept: Candidate | None = None
 
     @property
     def ok(self) -> bool:
@@ -104,6 +107,13 @@ class LlmCoderError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.kind = kind
+
+
+def make_coder(name: str, settings: Settings) -> "LlmCoder | Any":
+    """The factory ``stitch_lsp.agents.coder.make_coder`` calls for ``coder="llm"`` and ``"auto"``."""
+    from stitch_lsp.agents.llm_auto import make_coder as make
+
+    return make(name, settings)
 
 
 def key_configured() -> bool:
@@ -157,9 +167,15 @@ class LlmCoder:
 
     # -- the whole loop ---------------------------------------------------------------------------
     def run(self, task: Task, plan: Plan | None, *, cancel: CancelToken | None = None,
-            report: Reporter | None = None) -> LlmOutcome:
+            report: Reporter | None = None, verifier: VerifierLike | None = None,
+            verify_options: Any = None) -> LlmOutcome:
+        """The whole loop; ``verifier`` / ``verify_options`` override the ones given at construction."""
         cancel = cancel or CancelToken()
         report = report or no_report
+        if verifier is not None:
+            self.verifier = verifier
+        if verify_options is not None:
+            self.verify_options = verify_options
         if self._key is None:
             return LlmOutcome(None, None, NO_KEY_MESSAGE, failure="no_key")
         if self.verifier is None:
@@ -278,7 +294,8 @@ class LlmCoder:
         lines.append(spend)
         verdict = attrs.evolve(best.verdict, usage=usage) if best is not None and best.verdict else None
         return LlmOutcome(None, verdict, " ".join(line.rstrip(".") + "." for line in lines if line),
-                          records, usage, failure=failure or "rounds_exhausted")
+                          records, usage, failure=failure or "rounds_exhausted",
+                          kept=best.candidate if best is not None else None)
 
 
     def _judge(self, offer: RoundRecord, conv: "_Conversation") -> str:

@@ -31,17 +31,17 @@ from tree_sitter import Node, Point, Tree
 
 from stitch_lsp.analysis import rules as rule_registry
 from stitch_lsp.analysis.cuda_consts import Constants
-from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts, kernel_info
+from stitch_lsp.analysis.cuda_declarations import kernel_info
+from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts
 from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_model import (
     BarrierInfo, CudaAnalysis, KernelInfo, LaunchInfo, SharedDecl, shift_barrier, shift_finding, shift_kernel,
     shift_launch, shift_shared,
 )
 from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
-from stitch_lsp.analysis.cuda_text import Columns, encode_source, node_text, squash
+from stitch_lsp.analysis.cuda_text import Columns, encode_source, node_text, operands, squash
 from stitch_lsp.analysis.rules.base import Emitter, FileView
 from stitch_lsp.findings import Finding, Position, Range
-from stitch_lsp.analysis.cuda_text import operands
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,10 @@ def _visit_top(src: bytes, node: Node) -> _Top:
             if body is not None:
                 for c in body.children:
                     visit_one(c)
+        elif t == "preproc_if" and _is_if_zero(src, node):
+            alternative = node.child_by_field_name("alternative")  # `#if 0` code is dead: only its #else
+            if alternative is not None:
+                visit_one(alternative)
         elif t in _CONTAINERS:
             for c in node.children:
                 visit_one(c)
@@ -159,6 +163,11 @@ def _visit_top(src: bytes, node: Node) -> _Top:
 
     visit_one(node)
     return top
+
+
+def _is_if_zero(src: bytes, node: Node) -> bool:
+    cond = node.child_by_field_name("condition")
+    return cond is not None and node_text(src, cond).strip() in ("0", "false")
 
 
 def _constants(tops: list[_Top]) -> Constants:
@@ -218,6 +227,16 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
 
 
 def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: _Unit, path: str) -> UnitResult:
+    try:
+        return _analyze_function(src, cols, consts, u, path)
+    except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
+        # Pathological input (an expression nested thousands deep) or a bug: this function
+        # contributes nothing rather than taking the whole file's analysis down.
+        log.exception("analysis of a function in %s failed", path or "<text>")
+        return UnitResult(u.unit.start_point.row, None, (), (), (), ())
+
+
+def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: _Unit, path: str) -> UnitResult:
     row = u.unit.start_point.row
     ok = not u.unit.has_error
     if u.is_prototype:
@@ -488,16 +507,22 @@ def forget(path: str) -> None:
         _ANALYZERS.pop(path, None)
 
 
+def warm_up() -> None:
+    """Load the grammar and compile the queries now (a few hundred ms, once per process),
+    so the first document's analysis does not pay for it. Safe to call from a thread."""
+    CudaAnalyzer("").analyze("__global__ void warm_up(float* y) { y[threadIdx.x] = 0.0f; }")
+
+
 def analyze_cuda(text: str, path: str = "") -> CudaAnalysis:
     """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can."""
     return analyzer_for(path).analyze(text)
 
 
 def kernel_at(analysis: CudaAnalysis, position: Position) -> KernelInfo | None:
-    """The kernel or device function whose name or body contains ``position``, or the
-    kernel a launch at ``position`` calls."""
+    """The kernel or device function whose definition (template header, signature, name
+    or body) contains ``position``, or the kernel a launch at ``position`` calls."""
     for k in (*analysis.kernels, *analysis.device_functions):
-        if k.name_range.contains(position) or (k.body_range is not None and k.body_range.contains(position)):
+        if k.range.contains(position):
             return k
     for launch in analysis.launches:
         if launch.range.contains(position):

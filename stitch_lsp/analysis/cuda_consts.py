@@ -28,7 +28,7 @@ _AST_OPS = {
 }
 
 
-@frozen
+@frozen(slots=False)
 class Constants:
     """File-level names with constant values, as written: ``{"BLOCK": "256"}``."""
 
@@ -38,13 +38,20 @@ class Constants:
     includes: tuple[str, ...] = ()
 
     def get(self, name: str) -> str | None:
-        for k, v in self.values:
-            if k == name:
-                return v
-        return None
+        return self._lookup().get(name)
 
     def __contains__(self, name: str) -> bool:
-        return any(k == name for k, _ in self.values)
+        return name in self._lookup()
+
+    def _lookup(self) -> dict[str, str]:
+        # Built once per instance (a file can #define hundreds of names); the first definition wins.
+        table = self.__dict__.get("_table") if hasattr(self, "__dict__") else None
+        if table is None:
+            table = {}
+            for k, v in self.values:
+                table.setdefault(k, v)
+            object.__setattr__(self, "_table", table)
+        return table
 
 
 def parse_int_literal(text: str) -> int | None:

@@ -14,7 +14,11 @@ from tree_sitter import Node, QueryCursor
 
 from stitch_lsp.analysis.cuda_consts import Constants, resolve_int
 from stitch_lsp.analysis.cuda_grammar import facts_query
-from stitch_lsp.analysis.cuda_model import KernelInfo, LaunchInfo, ParamInfo
+from stitch_lsp.analysis.cuda_declarations import (
+    LocalDecl, Param, find_descendant, function_header, local_declarations, template_params,
+)
+from stitch_lsp.analysis.cuda_launch import block_threads as launch_block_threads
+from stitch_lsp.analysis.cuda_model import LaunchInfo
 from stitch_lsp.analysis.cuda_text import Columns, node_text, operands, squash
 
 BUILTIN_OBJECTS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
@@ -85,28 +89,6 @@ class Launch:
 
 
 @define(slots=True)
-class LocalDecl:
-    name: str
-    type_text: str
-    node: Node  # the declaration
-    declarator: Node
-    value: Node | None
-    is_pointer: bool
-    is_const: bool
-    is_shared: bool
-    is_extern: bool
-    array_size: Node | None
-
-
-@define(slots=True)
-class Param:
-    info: ParamInfo
-    node: Node
-    type_node: Node | None
-    star: Node | None  # the `*` of a pointer parameter
-
-
-@define(slots=True)
 class FunctionFacts:
     src: bytes
     cols: Columns
@@ -128,16 +110,16 @@ class FunctionFacts:
     accesses: list[Access] = field(factory=list)
     assigns: list[Node] = field(factory=list)
     updates: list[Node] = field(factory=list)
-    derefs: list[Node] = field(factory=list)
     decls: list[LocalDecl] = field(factory=list)
     controls: list[Control] = field(factory=list)
-    returns: list[Node] = field(factory=list)
     preprocs: list[Node] = field(factory=list)
     numbers: list[Node] = field(factory=list)
     # `a.x * b.x` products of two builtin fields (checked for blockIdx * blockDim).
     builtin_products: list[Node] = field(factory=list)
     # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
     defs: dict[str, list[Node]] = field(factory=dict)
+    # Per-function results several rules share (e.g. the shared-memory event list).
+    memo: dict[str, object] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
     _closure_memo: dict[str, frozenset[str]] = field(factory=dict)
 
@@ -274,9 +256,6 @@ class FunctionFacts:
     def depends_on_thread(self, node: Node) -> bool:
         return any(n.startswith("threadIdx.") for n in self.closure(self.refs(node)))
 
-    def thread_dependent_names(self, names: Iterable[str]) -> bool:
-        return any(n.startswith("threadIdx.") for n in self.closure(names))
-
     # ---- control flow --------------------------------------------------------
     def controls_over(self, byte: int) -> list[Control]:
         return [c for c in self.controls if c.governs(byte)]
@@ -296,172 +275,6 @@ class FunctionFacts:
 
 # ---------------------------------------------------------------------------
 # Building the facts
-
-
-def _children_types(node: Node) -> set[str]:
-    return {c.type for c in node.children}
-
-
-def _find_function_declarator(node: Node | None) -> Node | None:
-    while node is not None:
-        if node.type == "function_declarator":
-            return node
-        node = node.child_by_field_name("declarator")
-    return None
-
-
-def _declarator_name(node: Node | None) -> Node | None:
-    """The identifier a declarator declares (through pointers, arrays, references, inits)."""
-    while node is not None:
-        if node.type in ("identifier", "field_identifier", "qualified_identifier", "operator_name",
-                         "destructor_name", "type_identifier"):
-            return node
-        nxt = node.child_by_field_name("declarator")
-        if nxt is None:
-            nxt = next((c for c in operands(node) if c.type in (
-                "identifier", "pointer_declarator", "reference_declarator", "array_declarator",
-                "init_declarator", "parenthesized_declarator", "qualified_identifier")), None)
-        node = nxt
-    return None
-
-
-def _has_descendant_type(node: Node, types: set[str], stop: set[str] = frozenset()) -> Node | None:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type in types:
-            return n
-        if n.type in stop:
-            continue
-        stack.extend(n.children)
-    return None
-
-
-def _param(src: bytes, cols: Columns, node: Node) -> Param | None:
-    declarator = node.child_by_field_name("declarator")
-    name_node = _declarator_name(declarator)
-    if name_node is None:
-        return None
-    name = node_text(src, name_node)
-    pointer = _has_descendant_type(declarator, {"pointer_declarator", "array_declarator"}) is not None \
-        if declarator is not None else False
-    is_const = any(c.type == "type_qualifier" and node_text(src, c) == "const" for c in node.children)
-    qualifiers = [node_text(src, q) for q in _iter_type(node, "type_qualifier")]
-    is_restrict = any(q in ("__restrict__", "__restrict", "restrict") for q in qualifiers)
-    full = node_text(src, node)
-    rel_start = name_node.start_byte - node.start_byte
-    rel_end = name_node.end_byte - node.start_byte
-    raw = src[node.start_byte:node.end_byte]
-    type_text = squash((raw[:rel_start] + raw[rel_end:]).decode("utf-8", "replace")) if full else ""
-    star = None
-    if declarator is not None and declarator.type == "pointer_declarator":
-        star = declarator.children[0] if declarator.children else None
-    info = ParamInfo(name=name, type_text=type_text, is_pointer=pointer, is_const=is_const,
-                     is_restrict=is_restrict, range=cols.range(node))
-    return Param(info=info, node=node, type_node=node.child_by_field_name("type"), star=star)
-
-
-def _iter_type(node: Node, type_name: str):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type == type_name:
-            yield n
-        stack.extend(n.children)
-
-
-def function_header(src: bytes, cols: Columns, fn: Node):
-    """(name node, is_global, is_device, launch_bounds node, params) of a function or prototype."""
-    kinds = _children_types(fn)
-    is_global = "__global__" in kinds
-    is_device = "__device__" in kinds
-    launch_bounds = next((c for c in fn.children if c.type == "launch_bounds"), None)
-    fdecl = _find_function_declarator(fn.child_by_field_name("declarator"))
-    if fdecl is None:
-        return None
-    name_node = fdecl.child_by_field_name("declarator")
-    if name_node is None:
-        return None
-    params = []
-    plist = fdecl.child_by_field_name("parameters")
-    if plist is not None:
-        for p in operands(plist):
-            if p.type in ("parameter_declaration", "optional_parameter_declaration"):
-                param = _param(src, cols, p)
-                if param is not None:
-                    params.append(param)
-    return name_node, is_global, is_device, launch_bounds, tuple(params)
-
-
-def launch_bounds_text(src: bytes, node: Node | None) -> str | None:
-    if node is None:
-        return None
-    args = [node_text(src, c) for c in operands(node)]
-    return ", ".join(args) if args else squash(node_text(src, node))
-
-
-def kernel_info(src: bytes, cols: Columns, fn: Node, unit: Node, *, parse_ok: bool, is_template: bool,
-                header=None) -> KernelInfo | None:
-    header = header or function_header(src, cols, fn)
-    if header is None:
-        return None
-    name_node, is_global, is_device, lb, params = header
-    body = fn.child_by_field_name("body")
-    return KernelInfo(
-        name=node_text(src, name_node),
-        range=cols.range(unit),
-        name_range=cols.range(name_node),
-        is_global=is_global,
-        params=tuple(p.info for p in params),
-        body_range=cols.range(body) if body is not None else None,
-        launch_bounds=launch_bounds_text(src, lb),
-        is_host="__host__" in _children_types(fn),
-        is_template=is_template,
-        parse_ok=parse_ok,
-    )
-
-
-def _template_params(src: bytes, unit: Node) -> frozenset[str]:
-    if unit.type != "template_declaration":
-        return frozenset()
-    plist = unit.child_by_field_name("parameters")
-    names = set()
-    if plist is not None:
-        for p in operands(plist):
-            n = _declarator_name(p.child_by_field_name("declarator")) if p.child_by_field_name("declarator") \
-                else next((c for c in operands(p) if c.type in ("type_identifier", "identifier")), None)
-            if n is not None:
-                names.add(node_text(src, n))
-    return frozenset(names)
-
-
-def _decl_facts(facts: FunctionFacts, decl: Node) -> list[LocalDecl]:
-    src = facts.src
-    type_node = decl.child_by_field_name("type")
-    type_text = node_text(src, type_node) if type_node is not None else ""
-    quals = {node_text(src, c) for c in decl.children if c.type in ("type_qualifier", "storage_class_specifier")}
-    # `__shared__` sits among the qualifiers; `const`/`constexpr` too.
-    is_shared = "__shared__" in quals
-    is_extern = "extern" in quals
-    is_const = bool(quals & {"const", "constexpr"})
-    prefix = " ".join(q for q in ("const", "constexpr") if q in quals)
-    out = []
-    for d in decl.children_by_field_name("declarator"):
-        value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-        target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-        name_node = _declarator_name(target)
-        if name_node is None:
-            continue
-        is_pointer = _has_descendant_type(target, {"pointer_declarator"}) is not None if target is not None else False
-        array = _has_descendant_type(target, {"array_declarator"}) if target is not None else None
-        size = array.child_by_field_name("size") if array is not None else None
-        out.append(LocalDecl(
-            name=node_text(src, name_node),
-            type_text=(prefix + " " + type_text).strip() if prefix else type_text,
-            node=decl, declarator=d, value=value, is_pointer=is_pointer, is_const=is_const,
-            is_shared=is_shared, is_extern=is_extern, array_size=size,
-        ))
-    return out
 
 
 def _subscript_chain(node: Node) -> tuple[Node | None, list[Node]]:
@@ -515,7 +328,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
     facts = FunctionFacts(
         src=src, cols=cols, consts=consts, node=fn, unit=unit, name=node_text(src, name_node),
         name_node=name_node, is_global=is_global, is_device=is_device,
-        is_host_code=not (is_global or is_device), template_params=_template_params(src, unit),
+        is_host_code=not (is_global or is_device), template_params=template_params(src, unit),
         params=params, launch_bounds=lb, body=body,
     )
     if body is None:
@@ -563,10 +376,8 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             if arg is not None:
                 write_targets[arg.id] = u.end_byte
                 compound_targets.add(arg.id)
-        elif "deref" in caps:
-            facts.derefs.append(caps["deref"][0])
         elif "decl" in caps:
-            for d in _decl_facts(facts, caps["decl"][0]):
+            for d in local_declarations(src, caps["decl"][0]):
                 facts.decls.append(d)
                 if d.value is not None:
                     facts.defs.setdefault(d.name, []).append(d.value)
@@ -576,8 +387,6 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             facts.controls.append(_control("loop", caps["loop"][0]))
         elif "ternary" in caps:
             facts.controls.append(_control("ternary", caps["ternary"][0]))
-        elif "return" in caps:
-            facts.returns.append(caps["return"][0])
         elif "preproc" in caps:
             facts.preprocs.append(caps["preproc"][0])
         elif "number" in caps:
@@ -625,7 +434,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             fn_node = fn_node.child_by_field_name("name") or fn_node
         cfg = tuple(operands(config))
         texts = [squash(node_text(src, c)) for c in cfg]
-        block_threads = _block_threads(facts, cfg[1]) if len(cfg) > 1 else None
+        block_threads = launch_block_threads(facts, cfg[1]) if len(cfg) > 1 else None
         info = LaunchInfo(
             kernel=node_text(src, fn_node) if fn_node is not None else "",
             range=cols.range(call_node), config_range=cols.range(config),
@@ -637,55 +446,6 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
                                      stmt=launch_stmts.get(call_node.id)))
     facts.controls.sort(key=lambda c: c.node.start_byte)
     return facts
-
-
-def dim3_args(facts: FunctionFacts, node: Node) -> tuple[Node, ...] | None:
-    """The arguments of a dim3 value: `dim3(16, 16)`, `{16, 16}`, or a local `dim3 b(16, 16)`."""
-    if node.type == "call_expression":
-        fn = node.child_by_field_name("function")
-        if fn is not None and facts.text(fn) == "dim3":
-            args = node.child_by_field_name("arguments")
-            return tuple(operands(args)) if args is not None else ()
-    if node.type == "initializer_list":
-        return tuple(operands(node))
-    if node.type == "identifier":
-        d = facts.local(facts.text(node))
-        if d is not None and d.type_text.endswith("dim3"):
-            if d.value is not None:
-                if d.value.type == "argument_list":
-                    return tuple(operands(d.value))
-                return dim3_args(facts, d.value)
-            return None
-    return None
-
-
-def block_dims(facts: FunctionFacts, node: Node) -> list[int] | None:
-    """The constant x, y, z extents of a launch's block argument, or None when not constant."""
-    args = dim3_args(facts, node)
-    if args is None:
-        if node.type == "identifier" and facts.local(facts.text(node)) is not None:
-            d = facts.local(facts.text(node))
-            if d.type_text.endswith("dim3"):
-                return None
-        value = facts.resolve_int(node)
-        return [value] if value is not None else None
-    dims = []
-    for a in args:
-        v = facts.resolve_int(a)
-        if v is None:
-            return None
-        dims.append(v)
-    return dims or None
-
-
-def _block_threads(facts: FunctionFacts, node: Node) -> int | None:
-    dims = block_dims(facts, node)
-    if not dims:
-        return None
-    total = 1
-    for d in dims:
-        total *= d
-    return total
 
 
 def is_relational(facts: FunctionFacts, node: Node | None) -> bool:
@@ -706,4 +466,4 @@ def is_relational(facts: FunctionFacts, node: Node | None) -> bool:
 
 
 def contains_return(node: Node) -> bool:
-    return _has_descendant_type(node, {"return_statement"}, stop={"function_definition", "lambda_expression"}) is not None
+    return find_descendant(node, {"return_statement"}, stop={"function_definition", "lambda_expression"}) is not None

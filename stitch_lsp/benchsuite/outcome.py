@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stitch_lsp.benchsuite.results import CODER_ERROR, NOT_COVERED, TaskDetail, TaskResult
+from stitch_lsp.benchsuite.results import CODER_ERROR, ERROR, NOT_COVERED, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.findings import Severity
 from stitch_lsp.pipeline import Candidate, Plan
@@ -86,15 +86,20 @@ def to_result(
         bound_source="task" if task.expected_bound else "",
         min_bytes=task.min_bytes or plan_bytes(plan),
     )
-    if candidate is None:
-        result.status = NOT_COVERED if not verdict else verdict.status.value
-        if verdict is None and message and "error" in message.lower():
-            result.status = CODER_ERROR
-        result.reason = _one_line(message or "the Coder wrote no candidate")
-        return result
     if verdict is None:
-        result.status = CODER_ERROR
-        result.reason = _one_line(message or "no verdict")
+        if plan is None:  # the task could not even be traced / planned
+            result.status = ERROR
+        elif candidate is None:  # the Coder failed or is unavailable (no API key, ...)
+            result.status = CODER_ERROR
+        elif not candidate.cuda_sources:  # the Coder wrote no kernel: outside what it handles
+            result.status = NOT_COVERED
+        else:
+            result.status = ERROR  # a kernel was written but never verified
+        result.reason = _one_line(message or "no candidate and no verdict")
+        return result
+    if candidate is None:  # a verdict without a candidate (no GPU, ...)
+        result.status = verdict.status.value
+        result.reason = why_not_correct(verdict)
         return result
 
     result.status = verdict.status.value

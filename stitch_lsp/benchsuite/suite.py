@@ -39,7 +39,7 @@ class BenchOptions:
     part: tuple[int, int] | None = None  # (I, N): the I-th of N interleaved slices of the selection
     task_timeout_s: float = 900.0
     measure_bandwidth: bool = True
-    profile: bool = True  # Nsight Compute on each candidate: the bound and % of peak
+    profile: str = "all"  # Nsight Compute on every candidate (all), on those short of a goal (misses), or none
     sanitize: bool = False
     backend: str = DEFAULT_BACKEND
     command: str = ""
@@ -67,27 +67,44 @@ def _fmt_finished(result: TaskResult) -> str:
 
 
 class ProgressPrinter:
-    """Listener: a line when a task starts and when it ends (and stage changes with --verbose)."""
+    """Listener: a line when a task starts and when it ends, stage changes with --verbose, and
+    a heartbeat naming what is still running every ``heartbeat_s`` of a long task."""
 
-    def __init__(self, out: TextIO, store: RunStore, total: int, done: int, verbose: bool) -> None:
+    def __init__(self, out: TextIO, store: RunStore, total: int, done: int, verbose: bool,
+                 heartbeat_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.out, self.store, self.total, self.done, self.verbose = out, store, total, done, verbose
         self.results: list[TaskResult] = []
         self._stage: dict[str, str] = {}
+        self._running: dict[str, tuple[str, float]] = {}  # task -> (slot, started)
+        self.heartbeat_s, self.clock = heartbeat_s, clock
+        self._last_beat = clock()
+
+    def tick(self) -> None:
+        now = self.clock()
+        if not self._running or now - self._last_beat < self.heartbeat_s:
+            return
+        self._last_beat = now
+        busy = ", ".join(f"gpu {slot}: {name} ({self._stage.get(name, 'starting')}, {now - start:.0f} s)"
+                         for name, (slot, start) in sorted(self._running.items()))
+        self._say(f"          running: {busy}")
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def started(self, slot: str, task: BenchTask) -> None:
+        self._running[task.name] = (slot, self.clock())
         self._say(f"[{self.done + 1:>3}/{self.total}] gpu {slot}: {task.name} ...")
 
     def progress(self, slot: str, task: BenchTask, message: str) -> None:
         stage = message.split(" ", 1)[0]
-        if self.verbose and self._stage.get(task.name) != stage:
+        if self._stage.get(task.name) != stage:
             self._stage[task.name] = stage
-            self._say(f"          gpu {slot}: {task.name}: {message}")
+            if self.verbose:
+                self._say(f"          gpu {slot}: {task.name}: {message}")
 
     def finished(self, slot: str, task: BenchTask, result: TaskResult, detail: TaskDetail | None) -> None:
         self.store.save(result, detail)  # first: a Ctrl-C right after must not lose it
+        self._running.pop(task.name, None)
         self.results.append(result)
         self.done += 1
         self._say(f"[{self.done:>3}/{self.total}] gpu {slot}: {task.name}: {_fmt_finished(result)} "

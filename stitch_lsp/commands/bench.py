@@ -74,8 +74,10 @@ def add_parser(subparsers) -> None:
                    help="start no task after this long; the rest are reported as not run (resume later)")
     p.add_argument("--task-timeout", type=float, default=900.0, metavar="SECONDS",
                    help="kill a task that takes longer (default 900)")
-    p.add_argument("--no-profile", action="store_true",
-                   help="skip Nsight Compute (faster; the bound then comes from the task, %% of peak is left out)")
+    p.add_argument("--profile", choices=("all", "misses", "none"), default="all",
+                   help="Nsight Compute on every candidate (all, default), only on correct ones short of a goal "
+                        "(misses: < 1.5x eager, < 1.1x torch.compile or < 80%% of copy bandwidth), or none")
+    p.add_argument("--no-profile", dest="profile", action="store_const", const="none", help="same as --profile none")
     p.add_argument("--sanitize", action="store_true", help="also run compute-sanitizer on every candidate")
     p.add_argument("--no-bandwidth", action="store_true", help="skip measuring the copy bandwidth")
     p.add_argument("--verbose", "-v", action="store_true", help="print each task's stages as they change")
@@ -114,7 +116,7 @@ def run(args) -> int:
             part=args.part,
             task_timeout_s=args.task_timeout,
             measure_bandwidth=not args.no_bandwidth,
-            profile=not args.no_profile,
+            profile=args.profile,
             sanitize=args.sanitize,
             command="stitch " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             verbose=args.verbose,

@@ -27,7 +27,7 @@ import tempfile
 
 import torch
 
-from stitch_lsp.runtime.loader import Kernel, KernelCompileError, load_kernel
+from stitch_lsp.runtime.loader import Kernel, KernelCompileError, load_kernel, parse_nvrtc_log
 
 _CU = {cu_name!r}
 _KERNEL = {kernel!r}
@@ -52,11 +52,13 @@ def _load_with_nvcc(nvrtc_error):
             f.write(_SOURCE)
         ptx_path = os.path.join(tmp, "kernel.ptx")
         done = subprocess.run(
-            [nvcc, "-ptx", f"-arch=compute_{{major}}{{minor}}", "-I", _INCLUDE_DIR, "-o", ptx_path, src],
-            capture_output=True, text=True,
+            [nvcc, "-ptx", f"-arch=compute_{{major}}{{minor}}", "-I", _INCLUDE_DIR, "-o", ptx_path, _CU],
+            capture_output=True, text=True, cwd=tmp,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"{{_CU}} does not compile:\\n{{done.stderr}}") from nvrtc_error
+            # nvcc's messages read "file.cu(12): error: ...", as NVRTC's do: report them the same way.
+            log, diagnostics = parse_nvrtc_log(done.stderr, _CU)
+            raise KernelCompileError(_KERNEL, _CU, log, diagnostics) from nvrtc_error
         with open(ptx_path, "rb") as f:
             ptx = f.read()
     entries = re.findall(rb"\\.entry\\s+([A-Za-z_$][\\w$]*)", ptx)

@@ -77,7 +77,6 @@ class Converter:
             code_description=lsp.CodeDescription(href=finding.doc_url) if finding.doc_url else None,
             source=finding.source or "stitch",
             related_information=related,
-            data={"code": finding.code, "source": finding.source},
         )
 
     def inlay_hint(self, hint: Hint) -> lsp.InlayHint:

@@ -43,6 +43,7 @@ class DiagnosticStore:
         self._pending: dict[str, set[asyncio.Future]] = {}
         self._refresh_scheduled = False
         self._cache: dict[str, dict[int, tuple[Finding, str | None, lsp.Diagnostic, str]]] = {}
+        self._published: dict[str, list[str]] = {}
 
     # -- what features call -------------------------------------------------------------
     def set(self, uri: str, source: str, findings: list[Finding] | tuple[Finding, ...]) -> None:
@@ -63,6 +64,7 @@ class DiagnosticStore:
     def clear(self, uri: str, source: str | None = None) -> None:
         if source is None:
             self._cache.pop(uri, None)
+            self._published.pop(uri, None)
             had = bool(self._by_uri.pop(uri, None))
             self._result_ids.pop(uri, None)
             if had:
@@ -131,6 +133,10 @@ class DiagnosticStore:
         doc = server.document(uri)
         version = doc.version if doc is not None else None
         converted = self._converted(uri, self.get(uri))
+        last = self._published.get(uri)
+        if last is not None and len(last) == len(converted) and all(a is b for a, (_, b) in zip(last, converted)):
+            return  # the editor already shows exactly these (an edit that moved no finding)
+        self._published[uri] = [j for _, j in converted]
         writer = getattr(server.protocol, "writer", None)
         if writer is not None:
             # The message is assembled from each diagnostic's cached JSON: serialising a

@@ -11,6 +11,7 @@ HANDLERS: dict[str, str] = {
     "test_crash": "stitch_lsp.worker.basic_handlers",
     "verify": "stitch_lsp.worker.verify_handler",
     "copy_bandwidth": "stitch_lsp.worker.copy_bandwidth_handler",
+    "trace": "stitch_lsp.worker.trace_handler",
 }
 
 # Modules that serve several kinds expose ``handle_<kind>`` instead of ``handle``.

@@ -61,6 +61,8 @@ def test_launches_shared_and_barriers():
 def test_kernel_at_name_body_and_launch_site():
     a = analyze_cuda(SOURCE, "k.cu")
     assert kernel_at(a, Position(3, 43)).name == "scale"
+    assert kernel_at(a, Position(2, 3)).name == "scale"  # on the template header
+    assert kernel_at(a, Position(3, 70)).name == "scale"  # on a parameter
     assert kernel_at(a, Position(8, 10)).name == "scale"
     assert kernel_at(a, Position(16, 8)).name == "scale"  # on the launch
     assert kernel_at(a, Position(18, 6)).name == "fill"
@@ -123,3 +125,23 @@ def test_queries_are_found_in_the_checkout_and_in_the_package_layout():
     # The package carries the same folder (a symlink here, copied files in a wheel).
     packaged = repo / "stitch_lsp" / "analysis" / "grammars"
     assert (packaged / "cuda_facts.scm").read_text() == (repo / "grammars" / "cuda_facts.scm").read_text()
+
+
+def test_warm_up_and_forget():
+    from stitch_lsp.analysis.cuda_analysis import analyzer_for, forget, warm_up
+
+    warm_up()
+    first = analyzer_for("doc.cu")
+    assert analyzer_for("doc.cu") is first
+    forget("doc.cu")
+    assert analyzer_for("doc.cu") is not first
+
+
+def test_code_under_if_zero_is_not_analysed():
+    src = (
+        "#if 0\n__global__ void dead(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 1; }\n"
+        "#else\n__global__ void live(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 1; }\n#endif\n"
+    )
+    a = analyze_cuda(src, "if0.cu")
+    assert [k.name for k in a.kernels] == ["live"]
+    assert [f.range.start.line for f in a.findings] == [3]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -87,10 +86,11 @@ def _nvcc_compiles(source: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.nvcc
-def test_examples_compile(tmp_path):
-    for name in ("softmax.cu", "buggy.cu"):
-        out = _nvcc_compiles((EXAMPLES / name).read_text(), tmp_path)
-        assert out.returncode == 0, out.stderr
+@pytest.mark.parametrize("path", [EXAMPLES / "softmax.cu", EXAMPLES / "buggy.cu", *sorted(FIXTURES.glob("good_*.cu"))],
+                         ids=lambda p: p.name)
+def test_examples_and_good_kernels_compile(path, tmp_path):
+    out = _nvcc_compiles(path.read_text(), tmp_path)
+    assert out.returncode == 0, out.stderr
 
 
 @pytest.mark.nvcc

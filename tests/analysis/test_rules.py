@@ -34,9 +34,10 @@ def test_every_rule_has_a_fixture():
     assert {r.meta.code.lower() for r in ALL_RULES} == {p.stem for p in RULE_FIXTURES}
 
 
-def test_good_kernels_are_quiet():
-    analysis = analyse(FIXTURES / "good_kernels.cu")
-    assert analysis.parse_ok
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("good_*.cu")), ids=lambda p: p.stem)
+def test_good_kernels_are_quiet(fixture: Path):
+    analysis = analyse(fixture)
+    assert analysis.parse_ok and len(analysis.kernels) >= 8
     assert [(f.code, f.range.start.line + 1, f.message) for f in analysis.findings] == []
 
 
@@ -53,3 +54,24 @@ def test_codes_are_unique_and_documented():
     for rule in ALL_RULES:
         assert (docs / f"{rule.meta.code}.md").is_file(), rule.meta.code
         assert isinstance(rule.meta.severity, Severity)
+
+
+def test_ignore_file_and_ignore_edit():
+    from stitch_lsp.analysis.cuda_suppress import ignore_edit
+
+    text = (FIXTURES / "stc008.cu").read_text()
+    assert {f.code for f in CudaAnalyzer("a.cu").analyze(text).findings} == {"STC008"}
+    silenced = CudaAnalyzer("b.cu").analyze("/* stitch: ignore-file STC008 */\n" + text)
+    assert silenced.findings == () and len(silenced.suppressed) == 3
+    other = CudaAnalyzer("c.cu").analyze("// stitch: ignore-file STC001\n" + text)
+    assert len(other.findings) == 3
+
+    (first, *_) = CudaAnalyzer("a.cu").analyze(text).findings
+    lines = text.split("\n")
+    edit = ignore_edit(first, lines[first.range.start.line])
+    assert edit.new_text == "  // stitch: ignore STC008"
+    lines[first.range.start.line] += edit.new_text
+    after = CudaAnalyzer("a.cu").analyze("\n".join(lines))
+    assert first.range.start.line not in {f.range.start.line for f in after.findings}
+    merged = ignore_edit(first, "x(); // stitch: ignore STC001")
+    assert merged.new_text == " STC008" and merged.range.start.character == len("x(); // stitch: ignore STC001")

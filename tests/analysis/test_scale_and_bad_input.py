@@ -92,6 +92,9 @@ def test_random_deletions_never_raise_and_broken_functions_report_nothing():
     "__global__ void k(float* y) {" * 300,
     "#define X(\n#if\n__global__",
     "\ufeff__global__ void k(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 1; }",
+    "__global__ void k(float* y, int n) { int i = threadIdx.x" + " + i" * 3000 + "; y[" + "(" * 3000 + "i"
+    + ")" * 3000 + "] = 1; }",
+    "__global__ void k(float* y) {" + "if (threadIdx.x) {" * 2000 + "__syncthreads();" + "}" * 2001,
 ])
 def test_garbage_input_gives_an_answer(text):
     result = analyze_cuda(text, "garbage.cu")
@@ -130,3 +133,11 @@ def test_incremental_analysis_always_equals_a_fresh_one():
             k = rng.randrange(len(lines))
             text = "\n".join(lines[:k] + lines[k + 1:] + [lines[k]])  # move a line to the end
         assert analyzer.analyze(text) == CudaAnalyzer("same.cu").analyze(text), f"step {step}"
+
+
+def test_crlf_line_endings_give_the_same_positions():
+    text = (FIXTURES / "stc001.cu").read_text()
+    lf = CudaAnalyzer("lf.cu").analyze(text)
+    crlf = CudaAnalyzer("lf.cu").analyze(text.replace("\n", "\r\n"))
+    assert [(f.code, f.range) for f in crlf.findings] == [(f.code, f.range) for f in lf.findings]
+    assert len(crlf.suppressed) == len(lf.suppressed) == 2

@@ -17,7 +17,8 @@ from stitch_lsp.verdict import (
 
 TASK = BenchTask(name="norm_rmsnorm_fp32", path="x.py", level=1, tags=["norm", "fp32", "memory-bound"],
                  dtype="float32", min_bytes=268_000_000, expected_bound="memory")
-CAND = Candidate(module_source="class ModelNew: pass", coder="template")
+CAND = Candidate(module_source="class ModelNew: pass", coder="template", cuda_sources={"k.cu": "__global__ void k() {}"})
+CAND_WITH_KERNEL = CAND
 
 
 def timed_verdict(**kw) -> Verdict:
@@ -67,15 +68,24 @@ def test_failures_say_why():
     assert not result.correct and "HACK003" in result.reason and result.hack_flags == ["HACK003"]
 
 
-def test_no_candidate_is_not_covered_and_plan_bytes_fill_in():
+def test_without_a_verdict_the_status_says_which_stage_stopped():
     plan = Plan(task_key="k", groups=[FusionGroup(ops=["aten.mm"], bytes_moved=1000), FusionGroup(ops=["x"], bytes_moved=24)])
-    task = BenchTask(name="gemm_x_fp32", path="x.py", expected_bound="compute")
-    result = to_result(task, coder="template", plan=plan, candidate=None, verdict=None,
-                       message="GEMM with a prologue is not covered by the template Coder")
-    assert result.status == "not_covered" and "prologue" in result.reason
-    assert result.min_bytes == 1024 and result.bound == "compute" and result.bound_source == "task"
-    result = to_result(task, coder="llm", plan=plan, candidate=None, verdict=None, message="API error: 529 overloaded")
-    assert result.status == "coder_error"
+    task = BenchTask(name="red_sum_middle_dim_fp32", path="x.py", expected_bound="memory")
+    nothing = Candidate(module_source="", coder="template", uncovered_ops=["aten.sum.dim_IntList (middle dimension)"])
+    result = to_result(task, coder="template", plan=plan, candidate=nothing, verdict=None,
+                       message="Nothing to fuse: aten.sum.dim_IntList (reductions over a middle dimension are not lowered yet)")
+    assert result.status == "not_covered" and "middle dimension" in result.reason
+    assert result.min_bytes == 1024 and result.bound == "memory" and result.bound_source == "task"
+    result = to_result(task, coder="llm", plan=plan, candidate=None, verdict=None, message="no API key: set ANTHROPIC_API_KEY")
+    assert result.status == "coder_error" and "API key" in result.reason
+    result = to_result(task, coder="template", plan=None, candidate=None, verdict=None,
+                       message="Could not trace the selection: boom")
+    assert result.status == "error" and "trace" in result.reason
+    result = to_result(task, coder="template", plan=plan, candidate=CAND_WITH_KERNEL, verdict=None, message="not verified")
+    assert result.status == "error"
+    no_gpu = Verdict(status=VerdictStatus.NO_GPU, summary="no CUDA device")
+    result = to_result(task, coder="template", plan=plan, candidate=None, verdict=no_gpu)
+    assert result.status == "no_gpu" and "no CUDA device" in result.reason
 
 
 def _report(results, copy=3000.0):

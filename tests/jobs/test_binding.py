@@ -6,7 +6,6 @@ Runs the binding on CPU tensors with the runtime loader replaced by a recorder
 from __future__ import annotations
 
 import sys
-import textwrap
 import types
 
 import pytest
@@ -42,6 +41,7 @@ def _run_binding(source: str, *inputs):
     loader.load_kernel = load_kernel
     loader.Kernel = object
     loader.KernelCompileError = RuntimeError
+    loader.parse_nvrtc_log = lambda log, filename: (log, [])
     saved = sys.modules.get("stitch_lsp.runtime.loader")
     sys.modules["stitch_lsp.runtime.loader"] = loader
     try:
@@ -125,30 +125,45 @@ HOST_CU = """
 """
 
 
-@pytest.mark.nvcc
-def test_file_with_host_code_falls_back_to_nvcc_ptx(tmp_path, monkeypatch):
-    """NVRTC refuses host code; the binding then builds PTX with nvcc and finds the mangled entry."""
-    res = pair(tmp_path, HOST_CU)
-    cand = build_candidate(res.pairs[0], (tmp_path / "softmax.cu").read_text())
-    made = []
+def _fallback_loader(monkeypatch, made):
+    """The real loader's error type and log parser; NVRTC refusing (as it does host code); a recording Kernel."""
+    from stitch_lsp.runtime import loader as real
 
     class FakeKernel:
         def __init__(self, name, mangled, image, **kw):
             made.append((name, mangled, image))
 
-    loader = types.ModuleType("stitch_lsp.runtime.loader")
-
-    class KernelCompileError(RuntimeError):
-        pass
-
     def load_kernel(*a, **kw):
-        raise KernelCompileError("NVRTC: host code")
+        raise real.KernelCompileError("k", "a.cu", "NVRTC: host code", [])
 
-    loader.load_kernel, loader.Kernel, loader.KernelCompileError = load_kernel, FakeKernel, KernelCompileError
-    monkeypatch.setitem(sys.modules, "stitch_lsp.runtime.loader", loader)
+    fake = types.ModuleType("stitch_lsp.runtime.loader")
+    fake.load_kernel, fake.Kernel = load_kernel, FakeKernel
+    fake.KernelCompileError, fake.parse_nvrtc_log = real.KernelCompileError, real.parse_nvrtc_log
+    monkeypatch.setitem(sys.modules, "stitch_lsp.runtime.loader", fake)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return real.KernelCompileError
+
+
+@pytest.mark.nvcc
+def test_file_with_host_code_falls_back_to_nvcc_ptx(tmp_path, monkeypatch):
+    """NVRTC refuses host code; the binding then builds PTX with nvcc and finds the mangled entry."""
+    res = pair(tmp_path, HOST_CU)
+    cand = build_candidate(res.pairs[0], (tmp_path / "softmax.cu").read_text())
+    made: list = []
+    _fallback_loader(monkeypatch, made)
     exec(compile(cand.module_source, "candidate.py", "exec"), {"__name__": "candidate"})
     [(name, mangled, image)] = made
     assert name == "relu_kernel" and mangled == "_Z11relu_kernelPKfPfi"
     assert image.endswith(b"\0") and b".entry _Z11relu_kernelPKfPfi" in image
+
+
+@pytest.mark.nvcc
+def test_nvcc_errors_come_back_as_a_compile_error_at_their_line(tmp_path, monkeypatch):
+    res = pair(tmp_path, HOST_CU.replace("x[i] > 0.0f", "undefined_name > 0.0f"))
+    cand = build_candidate(res.pairs[0], (tmp_path / "softmax.cu").read_text())
+    compile_error = _fallback_loader(monkeypatch, [])
+    with pytest.raises(compile_error) as info:
+        exec(compile(cand.module_source, "candidate.py", "exec"), {"__name__": "candidate"})
+    [diag] = [d for d in info.value.diagnostics if d.severity == "error"]
+    assert diag.file == "softmax.cu" and diag.line == 7 and "undefined_name" in diag.message

@@ -7,7 +7,6 @@ edits, the cache across restarts and trust are all exercised for real."""
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 import time
 from pathlib import Path
@@ -387,3 +386,50 @@ async def test_a_corrupt_cache_entry_is_ignored_and_replaced(tmp_path):
         await hint_labels_until(client, uri, lambda ls: "✓ correct (6/6 checks)" in ls)
     assert [r["event"] for r in runs(tmp_path)] == ["start", "end", "start", "end"], "the corrupt entry was re-verified"
     assert all(e.read_text().endswith("}") for e in (tmp_path / ".stitch" / "cache").rglob("*.json"))
+
+
+async def test_withdrawing_trust_stops_running_jobs(tmp_path):
+    cu = workspace(tmp_path)
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings=SETTINGS,
+                              initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
+        uri = open_doc(client, cu)
+        save_doc(client, uri)
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        client.protocol.notify("stitch/setTrusted", {"trusted": False})
+        await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")
+        await hint_labels_until(client, uri, lambda ls: "verification off: workspace not trusted" in ls)
+
+
+async def test_pairing_from_pyproject_toml(tmp_path):
+    cu = workspace(tmp_path, CU.replace("// stitch: reference=ref/gelu_ref.py\n", ""))
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(
+        """\
+        [tool.stitch]
+        cacheMaxMb = 64
+
+        [[tool.stitch.pair]]
+        kernel = "gelu.cu:fused_gelu_scale"
+        reference = "ref/gelu_ref.py"
+        launch = "block=128 args=x, out, x.numel()"
+        """
+    ))
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings=SETTINGS,
+                              initialization_options=TRUSTED, env=env(tmp_path)) as client:
+        uri = open_doc(client, cu)
+        save_doc(client, uri)
+        await hint_labels_until(client, uri, lambda ls: "✓ correct (6/6 checks)" in ls)
+        assert not any("ignored setting 'pair'" in m.message for m in client.log_messages)
+
+
+async def test_closing_the_document_cancels_its_job(tmp_path):
+    cu = workspace(tmp_path)
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings=SETTINGS,
+                              initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
+        uri = open_doc(client, cu)
+        save_doc(client, uri)
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        token, _ = await wait_until(lambda: progress_of(client, "Verify fused_gelu_scale"), 10, "progress to begin")
+        client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+        await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 10, "progress to end")
+        assert client.progress_reports[token][-1].message == "cancelled: the document was closed"
+        await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")

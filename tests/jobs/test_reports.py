@@ -141,3 +141,19 @@ def test_report_has_every_section(tmp_path):
     assert md.index("`odd-shape`") < md.index("`seed-0`")
     path = report_path(tmp_path, "ns::fused<gelu>", when=0)
     assert path.parent == tmp_path / ".stitch" / "reports" and path.name.startswith("ns_fused_gelu_-")
+
+
+def test_card_from_real_nsight_output_of_the_h100():
+    """The Verifier's parse of a real ncu run (tests/fixtures/h100/ncu_details.csv) renders as a card."""
+    from pathlib import Path
+
+    from stitch_lsp.verify.ncu_report import parse_details_csv
+
+    csv = Path(__file__).resolve().parents[1] / "fixtures" / "h100" / "ncu_details.csv"
+    [profile] = parse_details_csv(csv.read_text())
+    v = Verdict(status=VerdictStatus.CORRECT, summary="correct", device=H100, profile=Profile(status="profiled", kernels=[profile]))
+    md = kernel_card("fused_gelu_scale", verdict=v)
+    for text in ("64.1 µs", "52.8 %", "1.85 TB/s", "latency-bound", "73.9 % achieved of 100.0 % theoretical",
+                 "3.14 FLOP/B vs ridge 16 FLOP/B", "AchievedOccupancy", "est. +26 %"):
+        assert text in md, text
+    assert [h.label for h in verdict_hints("a.cu", Position(0, 0), "fused_gelu_scale", v)][-1] == "DRAM 55 % of peak"

@@ -44,3 +44,19 @@ def test_sanitizer_at_its_line_hack_flags_and_weak_rubric_at_the_kernel(tmp_path
     assert by_code["HACK004"].range == p.kernel_range and by_code["HACK004"].related == ("cudaStreamCreate(&s)",)
     assert "rubric-cuda_engineering" in by_code and "rubric-operator_coverage" not in by_code
     assert by_code["rubric-cuda_engineering"].related == ("no bounds check",)
+
+
+def test_compile_errors_land_at_their_line_in_the_cu_file(tmp_path):
+    from stitch_lsp.findings import Finding
+    from stitch_lsp.verdict import CompileResult
+
+    p = pair(tmp_path, CU).pairs[0]
+    lines = (tmp_path / "softmax.cu").read_text().splitlines()
+    err = Finding("/work/.stitch/work/abc/softmax.cu", Range.of(3, 4, 3, 20), Severity.ERROR, "nvrtc", 'identifier "q" is undefined')
+    v = Verdict(status=VerdictStatus.COMPILE_ERROR, summary="compile error", compile=CompileResult(ok=False, diagnostics=[err]))
+    [f] = verdict_findings("softmax.cu", p, v, lines)
+    assert f.range == err.range and 'identifier "q"' in f.message
+    other = Finding("candidate.py", Range.of(40, 0, 40, 1), Severity.ERROR, "py", "NameError")
+    v.compile.diagnostics = [other]
+    [f] = verdict_findings("softmax.cu", p, v, lines)
+    assert f.range == p.kernel_range and "NameError" in f.message

@@ -18,6 +18,7 @@ import itertools
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterable
 
@@ -35,6 +36,7 @@ class Reply:
     cache_creation_input_tokens: int = 0
     stop_reason: str = "end_turn"  # end_turn | max_tokens | stop_sequence
     chunk_chars: int = 40  # characters per content_block_delta
+    delay_s: float = 0.0  # pause before each delta (a slow model)
 
     def tokens_out(self) -> int:
         return self.output_tokens if self.output_tokens is not None else max(1, len(self.text) // 4)
@@ -263,7 +265,7 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
                 self._event("error", {"type": "error", "error": {"type": turn.error_type, "message": turn.message}})
                 self._end_chunks()
                 return
-            self._deltas(turn.text, turn.chunk_chars)
+            self._deltas(turn.text, turn.chunk_chars, turn.delay_s)
             self._event("content_block_stop", {"type": "content_block_stop", "index": 0})
             self._event("message_delta", {
                 "type": "message_delta",
@@ -273,8 +275,10 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             self._event("message_stop", {"type": "message_stop"})
             self._end_chunks()
 
-        def _deltas(self, text: str, size: int) -> None:
+        def _deltas(self, text: str, size: int, delay_s: float = 0.0) -> None:
             for start in range(0, len(text), max(1, size)):
+                if delay_s:
+                    time.sleep(delay_s)
                 self._event("content_block_delta", {
                     "type": "content_block_delta", "index": 0,
                     "delta": {"type": "text_delta", "text": text[start : start + size]},

@@ -264,3 +264,35 @@ def test_generate_is_the_one_round_coder_seam(fake_api, settings, key, task, pla
     assert "float v = x[i];" in second.cuda_sources["kernel.cu"]
     assert 'expected a ";"' in last_user_text(api.requests[2])
     assert coder.usage.rounds == 0 or coder.usage.output_tokens > 0
+
+
+def test_cancel_mid_stream_ends_the_job_promptly(fake_api, settings, key, task, plan):
+    import threading
+    import time
+
+    from stitch_lsp.cancellation import CancelToken
+
+    slow = Reply(reply(), chunk_chars=10, delay_s=0.05)  # ~7 s for the whole answer
+    api = fake_api(slow)
+    cancel = CancelToken()
+    events = []
+
+    def report(event):
+        events.append(event)
+        if "writing" in event.message:
+            threading.Timer(0.2, cancel.cancel, args=("user cancelled",)).start()
+
+    started = time.monotonic()
+    outcome = make_coder(settings, key, api, ScriptedVerifier()).run(task, plan, cancel=cancel, report=report)
+    assert outcome.failure == "cancelled" and outcome.message.startswith("Cancelled")
+    assert time.monotonic() - started < 4.0
+    assert any("tokens so far" in e.message for e in events)
+
+
+def test_the_format_example_in_the_system_prompt_is_itself_a_valid_clean_binding():
+    from stitch_lsp.agents.llm_prompt import LOADER_USAGE
+    from stitch_lsp.agents.llm_reply import check_module
+    from stitch_lsp.verify.anti_hacking import static_flags
+
+    assert check_module(LOADER_USAGE) == ""
+    assert static_flags(LOADER_USAGE) == []

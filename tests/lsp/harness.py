@@ -51,6 +51,7 @@ async def running_server(
     initialization_options: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     command: list[str] | None = None,
+    before_initialize: Callable[[LanguageClient], None] | None = None,
 ) -> AsyncIterator[LanguageClient]:
     config = ClientServerConfig(
         server_command=command or [sys.executable, "-m", "stitch_lsp"],
@@ -58,6 +59,8 @@ async def running_server(
     )
     client = await config.start()
     client.set_configuration({"diagnosticsDebounceMs": 20, **(settings or {})}, section="stitch")
+    if before_initialize is not None:
+        before_initialize(client)
     await client.initialize_session(
         lsp.InitializeParams(
             capabilities=capabilities or push_capabilities(),

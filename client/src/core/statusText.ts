@@ -63,7 +63,8 @@ export function statusView(
       severity: state === "failed" ? "error" : "warning",
     };
   }
-  const gpuName = status !== undefined ? status.gpu : info?.gpu ?? null;
+  // The job status names the GPU once a job has used it; serverInfo's detection covers the time before.
+  const gpuName = status?.gpu ?? info?.gpu ?? null;
   const gpu = gpuName ? shortGpuName(gpuName) : "no GPU";
   const restricted = !(status?.trusted ?? trusted);
   const icon = restricted ? "$(shield)" : "$(zap)";

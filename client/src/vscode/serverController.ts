@@ -123,7 +123,7 @@ export class ServerController implements vscode.Disposable {
         this.policy.reset();
       }
       await this.stopNow();
-      await this.startNow(reason);
+      await this.startNow(reason, byUser);
     });
     return this.queue;
   }
@@ -136,15 +136,32 @@ export class ServerController implements vscode.Disposable {
   async sendTrusted(trusted: boolean): Promise<void> {
     if (this.client && this.running) {
       await this.client.sendNotification(SET_TRUSTED_NOTIFICATION, { trusted });
+      // Restricted settings (nvccPath, extraFlags, ...) now count from the workspace too: have the server pull again.
+      await this.client.sendNotification("workspace/didChangeConfiguration", { settings: null });
+    }
+  }
+
+  /** After a settings change the server has pulled; the Coder / model in the tooltip follow. */
+  refreshLlmStatus(): void {
+    const client = this.client;
+    if (client && this.running) {
+      setTimeout(() => void this.fetchLlmStatus(client), 1000);
     }
   }
 
   async sendApiKey(apiKey: string | undefined): Promise<void> {
     this.redactor.add(apiKey);
-    if (this.client && this.running) {
-      await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey: apiKey ?? null });
-      await this.fetchLlmStatus(this.client);
+    if (!(this.client && this.running)) {
+      return;
     }
+    if (apiKey === undefined) {
+      // The server process was started with the removed key in its environment, which
+      // the server falls back to: only a new process is really rid of it.
+      await this.restart("the Anthropic API key was removed", true);
+      return;
+    }
+    await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey });
+    await this.fetchLlmStatus(this.client);
   }
 
   /** The server settings the user set explicitly, for `workspace/configuration` and `initializationOptions`. */
@@ -165,7 +182,7 @@ export class ServerController implements vscode.Disposable {
     return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath);
   }
 
-  private async startNow(reason: string): Promise<void> {
+  private async startNow(reason: string, byUser: boolean): Promise<void> {
     this.setState("starting");
     this.failureShown = false;
     const folders = this.workspaceFolders();
@@ -186,21 +203,28 @@ export class ServerController implements vscode.Disposable {
     if (!probe.ok) {
       const advice = installAdvice(interpreter.command, probe, findSourceCheckout(folders));
       this.output.error(advice.message);
-      this.setState("failed", probe.kind === "not-found" ? "Python not found" : "stitch_lsp is not installed");
+      const short = {
+        "not-found": "Python not found",
+        "not-importable": "stitch_lsp is not installed",
+        timeout: "Python did not answer",
+        failed: "stitch_lsp does not import",
+      }[probe.kind];
+      this.setState("failed", short);
       this.events.onServerCommands([]);
-      void this.showInstallAdvice(advice.message, advice.command);
+      void this.showInstallAdvice(advice.message, advice.command, interpreter.command, byUser);
       return;
     }
     this.output.info(`stitch_lsp ${probe.version} found in ${interpreter.command}`);
-    const key = await this.apiKey();
-    this.redactor.add(key);
-    const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
-    this.output.info(`Launching: ${describeLaunch(spec)}`);
 
     const client = new StitchLanguageClient(
       "stitch",
       "Stitch",
+      // Called again for every automatic restart: the key is read afresh each time.
       async () => {
+        const key = await this.apiKey();
+        this.redactor.add(key);
+        const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
+        this.output.info(`Launching: ${describeLaunch(spec)}`);
         this.stderrTail = [];
         this.childExit = undefined;
         const child = spawnServer(spec);
@@ -428,8 +452,17 @@ export class ServerController implements vscode.Disposable {
       });
   }
 
-  private async showInstallAdvice(message: string, command: string): Promise<void> {
-    const choice = await vscode.window.showErrorMessage(message, "Install in Terminal", "Set stitch.python", "Show Output");
+  /**
+   * The install advice, once per start. The extension activates for every Python file, so
+   * a user who does not want Stitch in this interpreter can silence it (the status bar still
+   * says why the server is not running).
+   */
+  private async showInstallAdvice(message: string, command: string, python: string, byUser: boolean): Promise<void> {
+    const muteKey = `stitch.installAdvice.muted:${python}`;
+    if (!byUser && this.context.globalState.get<boolean>(muteKey)) {
+      return;
+    }
+    const choice = await vscode.window.showErrorMessage(message, "Install in Terminal", "Set stitch.python", "Don't Show Again");
     if (choice === "Install in Terminal") {
       const terminal = vscode.window.createTerminal({ name: "Stitch: install" });
       terminal.show();
@@ -439,8 +472,8 @@ export class ServerController implements vscode.Disposable {
       );
     } else if (choice === "Set stitch.python") {
       await vscode.commands.executeCommand("workbench.action.openSettings", "stitch.python");
-    } else if (choice === "Show Output") {
-      this.output.show(true);
+    } else if (choice === "Don't Show Again") {
+      await this.context.globalState.update(muteKey, true);
     }
   }
 

@@ -22,7 +22,8 @@ describe("status bar text", () => {
 
   it("says no GPU when there is none", () => {
     assert.equal(statusView("running", true, { ...info, gpu: null }, undefined).text, "$(zap) no GPU");
-    assert.equal(statusView("running", true, info, status({ gpu: null })).text, "$(zap) no GPU");
+    assert.equal(statusView("running", true, { ...info, gpu: null }, status({ gpu: null })).text, "$(zap) no GPU");
+    assert.equal(statusView("running", true, info, status({ gpu: null, running: 1 })).text, "$(zap) H100 · 1 running", "detected before any job ran");
   });
 
   it("says restricted in an untrusted workspace, and explains it in the tooltip", () => {

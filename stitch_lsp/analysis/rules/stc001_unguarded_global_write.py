@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from stitch_lsp.analysis.cuda_facts import FunctionFacts, index_expr
+from stitch_lsp.analysis.cuda_facts import INT32_TYPES, INT64_TYPES, FunctionFacts, index_expr
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.analysis.rules.guards import is_bounds_checked
 from stitch_lsp.findings import Severity
 
 
+_SIZE_TYPES = INT32_TYPES | INT64_TYPES
 _CLAMPS = frozenset({"min", "max", "umin", "umax", "llmin", "llmax", "std::min", "std::max", "clamp"})
 
 
@@ -36,8 +37,12 @@ class UnguardedGlobalWrite(Rule):
                 continue
             if is_bounds_checked(facts, a.node.start_byte) or any(_clamped(facts, i) for i in a.indices):
                 continue
+            index = " ".join(facts.text(index_expr(a.indices[-1])).split()) if a.indices else "i"
+            size = next((p.info.name for p in facts.params
+                         if not p.info.is_pointer and p.info.type_text.replace("const ", "") in _SIZE_TYPES), "n")
             out.emit(a.node, f"`{facts.text(a.node)}` writes global memory at a thread-derived index with no "
-                             f"bounds check; guard it (e.g. `if (i < n)`) or threads past the end write out of bounds")
+                             f"bounds check; threads past the end write out of bounds. Guard it: "
+                             f"`if ({index} < {size})`")
 
 
 RULE = UnguardedGlobalWrite()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from stitch_lsp.analysis.cuda_facts import FunctionFacts, block_dims
+from stitch_lsp.analysis.cuda_facts import FunctionFacts
+from stitch_lsp.analysis.cuda_launch import block_dims
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.findings import Severity
 from stitch_lsp.analysis.cuda_text import operands

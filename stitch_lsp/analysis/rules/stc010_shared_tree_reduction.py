@@ -6,7 +6,7 @@ import re
 
 from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, Control, FunctionFacts, index_expr
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
-from stitch_lsp.findings import Range, Severity
+from stitch_lsp.findings import Severity
 
 _HALVING = re.compile(r"^(\w+)\s*(?:>>=\s*1|/=\s*2|=\s*\1\s*(?:>>\s*1|/\s*2))$")
 WARP = 32

@@ -59,7 +59,6 @@ class KernelState:
     message: str = ""  # why the last run ended without a verdict
     profile: bool = False  # the running job profiles
     reference: str = ""
-    source_hash: str = ""
 
 
 @define
@@ -80,6 +79,8 @@ class KernelChecks:
         self.kernels: dict[tuple[str, str], KernelState] = {}  # (path, kernel) -> state
         self.last: LastVerdict | None = None
         self.last_report: str | None = None
+        # What was last shown per (uri, source): unchanged results are not re-sent on every keystroke.
+        self._shown: dict[tuple[str, str, int], list[Any]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------------
     def checker(self) -> KernelChecker:
@@ -112,11 +113,18 @@ class KernelChecks:
         return result
 
     # -- hooks ----------------------------------------------------------------------------------------
+    def _show(self, uri: str, source: str, items: list[Any], store: Any) -> None:
+        key = (uri, source, id(store))
+        if self._shown.get(key) == items:
+            return
+        self._shown[key] = list(items)
+        store.set(uri, source, items)
+
     def on_analysis(self, uri: str, analysis: Any) -> None:
         result = self.pair(uri, analysis)
         if result is None:
             return
-        self.server.diagnostics.set(uri, PAIRING_SOURCE, result.findings)
+        self._show(uri, PAIRING_SOURCE, result.findings, self.server.diagnostics)
         self.refresh(uri)
 
     async def on_save(self, uri: str) -> None:
@@ -127,7 +135,7 @@ class KernelChecks:
         result = self.pair(uri)
         if result is None:
             return
-        server.diagnostics.set(uri, PAIRING_SOURCE, result.findings)
+        self._show(uri, PAIRING_SOURCE, result.findings, server.diagnostics)
         if server.trusted and server.settings.on_save.verify:
             on_save = server.settings.on_save
             for pairing in result.pairs:
@@ -136,8 +144,15 @@ class KernelChecks:
 
     def on_close(self, uri: str) -> None:
         self.pairings.pop(uri, None)
+        for key in [k for k in self._shown if k[0] == uri]:
+            del self._shown[key]
 
     def on_settings_changed(self, settings: Settings) -> None:
+        if not self.server.trusted:
+            # Trust withdrawn: whatever runs user code stops now, warm workers included.
+            self.queue.cancel_all("the workspace is no longer trusted")
+            if self._checker is not None:
+                self._checker.close()
         if self._checker is not None:
             self._checker.update_settings(settings)
         for uri in list(self.pairings):
@@ -259,8 +274,8 @@ class KernelChecks:
             kernel_line = _kernel_line(self.server, uri, name)
             if kernel_line is not None:
                 hints.append(status_hint(path, _end_of_line(kernel_line, lines), "not verified: pairing problem", why))
-        server.hints.set(uri, VERIFY_SOURCE, hints)
-        server.diagnostics.set(uri, VERIFY_SOURCE, findings)
+        self._show(uri, VERIFY_SOURCE, hints, server.hints)
+        self._show(uri, VERIFY_SOURCE, findings, server.diagnostics)
 
     def pairing_at(self, uri: str, position: Position, name: str | None = None) -> tuple[Pairing | None, str, str]:
         """(pairing, kernel name, problem) for the kernel whose name or launch is at ``position``."""
@@ -346,8 +361,13 @@ def verdict_findings(path: str, pairing: Pairing, verdict: Verdict, lines: list[
     elif s is VerdictStatus.BAD_INPUT:
         add(pairing.anchor, Severity.ERROR, "STITCH-BAD-INPUT", verdict.summary or "the reference or the launch is not usable")
     elif s is VerdictStatus.COMPILE_ERROR:
-        first = next((f.message for f in (verdict.compile.diagnostics if verdict.compile else [])), verdict.summary)
-        add(at_kernel, Severity.ERROR, "STITCH-COMPILE", f"`{k}` does not compile for verification: {first}")
+        diagnostics = verdict.compile.diagnostics if verdict.compile else []
+        here = [f for f in diagnostics if Path(f.path).name == Path(pairing.cu_path).name and f.range.start.line < len(lines)]
+        for f in here[:10]:
+            add(f.range, f.severity, "STITCH-COMPILE", f"does not compile for verification: {f.message}")
+        if not here:
+            first = diagnostics[0].message if diagnostics else verdict.summary
+            add(at_kernel, Severity.ERROR, "STITCH-COMPILE", f"`{k}` does not compile for verification: {first}")
     elif s in (VerdictStatus.CRASHED, VerdictStatus.OUT_OF_MEMORY, VerdictStatus.TIMEOUT, VerdictStatus.ERROR, VerdictStatus.UNVERIFIABLE):
         add(at_kernel, Severity.WARNING, f"STITCH-{s.value.upper().replace('_', '-')}", verdict.summary or s.value, tuple(verdict.events[-3:]))
     for flag in verdict.hack_flags:

@@ -12,6 +12,7 @@ from typing import Any
 
 from stitch_lsp import __version__
 from stitch_lsp.lsp.server import StitchServer
+from stitch_lsp.serde import to_dict
 from stitch_lsp.verify.nvcc import detect_gpu, nvcc_version
 
 SERVER_INFO = "stitch/serverInfo"
@@ -19,6 +20,7 @@ SERVER_INFO = "stitch/serverInfo"
 
 def register(server: StitchServer) -> None:
     async def info() -> dict[str, Any]:
+        await server.wait_ready(timeout=5.0)
         nvcc = await server.run_in_thread(nvcc_version, server.settings.nvcc_path, pool="process")
         gpu = await server.run_in_thread(detect_gpu, pool="process")
         return {
@@ -31,6 +33,7 @@ def register(server: StitchServer) -> None:
             "gpu": gpu.name if gpu else None,
             "features": list(server.registered_features),
             "root": str(server.root) if server.root else None,
+            "settings": to_dict(server.settings),
         }
 
     @server.feature(SERVER_INFO)

@@ -12,30 +12,13 @@ import logging
 
 from lsprotocol import types as lsp
 
-from stitch_lsp.findings import Finding, Range, Severity
 from stitch_lsp.lsp.cuda_documents import analyze_text, unfit_reason
 from stitch_lsp.lsp.server import StitchServer
+from stitch_lsp.verify.cuda_check import parse_notice
 
 log = logging.getLogger(__name__)
 
 SOURCE = "rules"
-
-
-def parse_notice(path: str, syntax_errors: tuple[Range, ...]) -> list[Finding]:
-    """One quiet note where the parse broke: rules are not run on what follows it."""
-    if not syntax_errors:
-        return []
-    first = min(syntax_errors, key=lambda r: (r.start.line, r.start.character))
-    return [
-        Finding(
-            path=path,
-            range=first,
-            severity=Severity.HINT,
-            code="parse",
-            message="Static rules skip code that does not parse here; nvcc reports the exact error on save.",
-            source="stitch",
-        )
-    ]
 
 
 class StaticRules:
@@ -103,6 +86,12 @@ class StaticRules:
         if task is not None:
             task.cancel()
         self.server.cuda.forget(uri)
+        try:
+            from stitch_lsp.analysis.cuda_analysis import forget
+
+            forget(self.server.path_of(uri))  # the incremental parse state of a closed file
+        except ImportError:
+            pass
 
     def rerun_all(self, _settings: object = None) -> None:
         for uri in list(self.server.workspace.text_documents):
