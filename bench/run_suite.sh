@@ -85,7 +85,7 @@ echo "stitch bench exited with $STATUS"
 } > "$RESULTS/$NAME.txt"
 [ -f "$RUN_DIR/report.json" ] && cp "$RUN_DIR/report.json" "$RESULTS/$NAME.json"
 cp "$RUN_DIR/progress.log" "$RESULTS/$NAME.log"
-tar -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$NAME-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
+tar --exclude="*.ncu-rep" --exclude="*.so" --exclude="*.o" --exclude="*.cubin" --exclude="*.fatbin" -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$NAME-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
 
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
