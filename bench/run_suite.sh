@@ -90,7 +90,12 @@ tar --exclude="*.ncu-rep" --exclude="*.so" --exclude="*.o" --exclude="*.cubin" -
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   for f in "$RESULTS/$NAME".txt "$RESULTS/$NAME".json "$RESULTS/$NAME".log "$RESULTS/$NAME-run.tar.gz"; do
-    [ -f "$f" ] && cp "$f" "$OUT/"
+    [ -f "$f" ] || continue
+    if [ "$(stat -c %s "$f")" -gt $((15 * 1024 * 1024)) ]; then
+      echo "not copied to \$OUT (over 15 MiB): $f"
+      continue
+    fi
+    cp "$f" "$OUT/"
   done
 fi
 echo "results: $RESULTS/$NAME.txt (.json, .log, -run.tar.gz)${OUT:+ and in $OUT}"
