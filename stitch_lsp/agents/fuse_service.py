@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.serde import from_json, to_dict, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
+from stitch_lsp.verify.worker_pool import worker_env
 
 
 @define
@@ -62,9 +62,7 @@ def trace(task: Task, settings: Settings, *, verifier: Any = None, cancel: Cance
     if pool is not None and hasattr(pool, "call"):
         return pool.call("trace", request, TraceReply, timeout_s=timeout_s, cancel=cancel, report=no_report)
     python = settings.python or sys.executable
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = worker_env()  # the repo on PYTHONPATH; API keys and other secrets left out
     proc = subprocess.Popen([python, "-m", "stitch_lsp.worker.trace_handler"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)

@@ -60,6 +60,7 @@ class UnitResult:
     shared_decls: tuple[SharedDecl, ...]
     barriers: tuple[BarrierInfo, ...]
     findings: tuple[Finding, ...]
+    parse_ok: bool = True
 
     def moved_to(self, row: int) -> "UnitResult":
         d = row - self.row
@@ -67,6 +68,7 @@ class UnitResult:
             row, shift_kernel(self.kernel, d) if self.kernel is not None else None,
             tuple(shift_launch(x, d) for x in self.launches), tuple(shift_shared(x, d) for x in self.shared_decls),
             tuple(shift_barrier(x, d) for x in self.barriers), tuple(shift_finding(x, d) for x in self.findings),
+            self.parse_ok,
         )
 
 
@@ -274,7 +276,7 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: _Unit, pa
                 continue
             findings.extend(out.found)
     return UnitResult(row, kernel, tuple(l.info for l in facts.launches), shared, barriers,
-                      tuple(sorted(findings, key=lambda f: (f.range, f.code))))
+                      tuple(sorted(findings, key=lambda f: (f.range, f.code))), ok)
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -446,7 +448,13 @@ class CudaAnalyzer:
             (kernels if k.is_global else device_fns).append(k)
         launches = tuple(l for r in results for l in r.launches)
         findings = [f for r in results for f in r.findings]
-        findings.extend(self._file_findings(tuple(kernels), launches))
+        # File-scope rules see only what comes from functions that parse.
+        sound_kernels = tuple(k for k in kernels if k.parse_ok)
+        sound_launches = tuple(l for r in results if r.parse_ok for l in r.launches)
+        file_findings = self._file_findings(sound_kernels, sound_launches)
+        if file_findings:  # function results are already in document order
+            findings.extend(file_findings)
+            findings.sort(key=lambda f: (f.range.start.line, f.range.start.character, f.code))
         kept, dropped = split_ignored(findings, ignore_comments(src))
         errors = _syntax_errors(cols, root) if root.has_error else ()
         return CudaAnalysis(

@@ -178,6 +178,9 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
     store.save_info(run)
     todo = interleave([t for t in chosen if t.name not in previous])
     slots = gpu_slots.slots(options.gpus)
+    if slots == ["cpu"]:
+        print("warning: no GPU visible (CUDA_VISIBLE_DEVICES / nvidia-smi -L): tasks can be planned and "
+              "generated but not checked or timed; they will end as no_gpu", file=out, flush=True)
     workers = [make_worker(slot, options, settings, store) for slot in slots[: max(1, min(len(slots), len(todo)))]]
     print(f"stitch bench: {len(chosen)} tasks ({len(previous)} already done), coder {options.coder}, "
           f"{len(workers)} worker(s) on GPU {', '.join(w.slot for w in workers)}; results in {options.run_dir}",

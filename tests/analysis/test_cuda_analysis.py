@@ -145,3 +145,25 @@ def test_code_under_if_zero_is_not_analysed():
     a = analyze_cuda(src, "if0.cu")
     assert [k.name for k in a.kernels] == ["live"]
     assert [f.range.start.line for f in a.findings] == [3]
+
+
+def test_file_rules_ignore_launches_in_functions_that_do_not_parse():
+    src = (
+        "__global__ void wide(float* __restrict__ y) { y[threadIdx.x] = 0.0f; }\n"
+        "void run(float* y) {\n  wide<<<1, 1024>>>(y);\n  cudaGetLastError();\n  int x = ;\n}\n"
+    )
+    a = analyze_cuda(src, "broken_host.cu")
+    assert not a.parse_ok and a.launches  # the launch is still reported...
+    assert [f.code for f in a.findings] == []  # ...but no rule builds on it
+    fixed = analyze_cuda(src.replace("int x = ;", ""), "broken_host.cu")
+    assert [f.code for f in fixed.findings] == ["STC014"]
+
+
+def test_findings_come_in_document_order():
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "fixtures" / "stc014.cu").read_text() + "\n" + \
+        (Path(__file__).parent / "fixtures" / "stc001.cu").read_text()
+    a = analyze_cuda(text, "order.cu")
+    starts = [(f.range.start.line, f.range.start.character) for f in a.findings]
+    assert starts == sorted(starts) and {f.code for f in a.findings} == {"STC001", "STC014"}

@@ -191,3 +191,22 @@ def test_cli_errors_are_clear(tmp_path):
     proc = _cli([str(tmp_path / "empty")], env)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "no KernelBench tasks" in stderr
+
+
+def test_gpu_slots_come_from_the_environment():
+    from stitch_lsp.benchsuite.gpus import slots, visible_gpus
+
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert slots(1, {"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2"]
+    assert slots(None, {"CUDA_VISIBLE_DEVICES": ""}) == ["cpu"]
+
+
+def test_no_gpu_is_said_up_front(tmp_path, log, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    suite = make_suite(tmp_path, ["pw_a_fp32"])
+    out = io.StringIO()
+    report = run_bench(options(tmp_path, suite), Settings(), out=out)
+    assert "warning: no GPU visible" in out.getvalue()
+    assert report.results[0].gpu == "cpu"

@@ -56,3 +56,29 @@ def test_fuse_with_claude_and_no_key_says_so(settings, task, tmp_path, monkeypat
     KEYS.set_client_key(None)
     outcome = fuse_task(task, settings, coder="llm", verifier=ScriptedVerifier(), workdir=tmp_path)
     assert outcome.candidate is None and "No Anthropic API key" in outcome.message
+
+
+def test_key_in_the_environment_reaches_no_file_and_no_child(fake_api, settings, task, tmp_path, monkeypatch):
+    """As `stitch fuse --coder llm` runs it: the key in the environment of the process itself."""
+    import subprocess
+
+    KEYS.set_client_key(None)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    api = fake_api(Reply(reply()))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+    child_envs = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args, **kwargs):
+        child_envs.append(dict(kwargs.get("env") or {}))
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    outcome = fuse_task(task, settings, coder="llm", verifier=ScriptedVerifier(correct(2.5)), workdir=tmp_path)
+    assert outcome.verdict is not None and outcome.verdict.offerable
+    assert api.requests[0].headers["authorization"] == f"Bearer {FAKE_KEY}"  # the key was used...
+    assert child_envs and all(env and FAKE_KEY not in repr(env) for env in child_envs)  # ...not passed on
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written  # plan.json, candidate.py, verdict.json, ...
+    for path in written:
+        assert FAKE_KEY.encode() not in path.read_bytes(), path

@@ -36,6 +36,7 @@ import {
   type StatusParams,
 } from "../core/protocol";
 import type { Redactor } from "../core/redact";
+import { editorArguments } from "../core/commandArgs";
 import { needsEditorArguments } from "../core/report";
 import { CrashPolicy, withTimeout } from "../core/restartPolicy";
 import {
@@ -514,7 +515,7 @@ export class ServerController implements vscode.Disposable {
     const title = COMMAND_TITLES[command as ServerCommand] ?? command;
     let finalArgs: unknown[] | undefined = args;
     if (needsEditorArguments(args) && command in COMMAND_ARGUMENTS && client) {
-      finalArgs = this.editorArguments(client, command as ServerCommand, title);
+      finalArgs = this.editorArguments(client, command as ServerCommand);
       if (finalArgs === undefined) {
         return undefined;
       }
@@ -539,30 +540,22 @@ export class ServerController implements vscode.Disposable {
     }
   }
 
-  private editorArguments(client: LanguageClient, command: ServerCommand, title: string): unknown[] | undefined {
-    const needs = COMMAND_ARGUMENTS[command];
-    if (needs === "none") {
-      return [];
-    }
+  private editorArguments(client: LanguageClient, command: ServerCommand): unknown[] | undefined {
     const editor = vscode.window.activeTextEditor;
-    if (needs === "uri+position?") {
-      return editor
-        ? [client.code2ProtocolConverter.asUri(editor.document.uri), client.code2ProtocolConverter.asPosition(editor.selection.active)]
-        : [];
-    }
-    if (!editor) {
-      void vscode.window.showInformationMessage(`Stitch: ${title} works on the active editor; open a file first.`);
+    const c2p = client.code2ProtocolConverter;
+    const result = editorArguments(
+      command,
+      editor && {
+        uri: c2p.asUri(editor.document.uri),
+        selection: c2p.asRange(editor.selection),
+        cursor: c2p.asPosition(editor.selection.active),
+      },
+    );
+    if (!result.ok) {
+      void vscode.window.showInformationMessage(result.message);
       return undefined;
     }
-    const uri = client.code2ProtocolConverter.asUri(editor.document.uri);
-    if (needs === "uri+range") {
-      if (editor.selection.isEmpty) {
-        void vscode.window.showInformationMessage(`Stitch: select the PyTorch code to fuse first.`);
-        return undefined;
-      }
-      return [uri, client.code2ProtocolConverter.asRange(editor.selection)];
-    }
-    return [uri, client.code2ProtocolConverter.asPosition(editor.selection.active)];
+    return result.args;
   }
 
   dispose(): void {
