@@ -77,14 +77,19 @@ class AutoCoder:
         try:
             template = self.template.generate(task, plan)
         except ValueError as err:  # nothing it can lower: the LLM gets the whole task
-            template, template_verdict, reasons = None, None, [f"the template Coder could not start: {err}"]
+            template, template_verdict, reasons = None, None, [f"it could not start: {err}"]
         else:
+            template_verdict = None
+        if template is not None and not template.cuda_sources:
+            why = "; ".join(template.notes or template.uncovered_ops) or "nothing it can lower"
+            template, reasons = None, [f"it generated no kernel ({why})"]
+        elif template is not None:
             cancel.raise_if_cancelled()
             template_verdict = apply_rubric(
                 verifier.verify(task.source, template, verify_options, cancel=cancel, report=report),
                 template, RubricContext(plan=plan))
             reasons = shortfalls(template, template_verdict, plan, self.settings.target_speedup)
-        from_template = _template_outcome(template, template_verdict)
+        from_template = _template_outcome(template, template_verdict, reasons)
         if not reasons:
             return from_template
         if self.llm is None:
@@ -99,9 +104,11 @@ class AutoCoder:
         return best_of(from_template, llm)
 
 
-def _template_outcome(candidate: Candidate | None, verdict: Verdict | None) -> LlmOutcome:
+def _template_outcome(candidate: Candidate | None, verdict: Verdict | None,
+                      reasons: list[str] | None = None) -> LlmOutcome:
     if candidate is None or verdict is None:
-        return LlmOutcome(None, None, "", coder="template", failure="no_candidate")
+        why = f"The template Coder fell short: {'; '.join(reasons)}." if reasons else ""
+        return LlmOutcome(None, None, why, coder="template", failure="no_candidate")
     if passes(verdict):
         speedup = verdict.timing.speedup_vs_eager
         pace = f"{speedup:.2f}x over eager" if speedup is not None else "speed not measured"
