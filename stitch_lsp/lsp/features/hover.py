@@ -50,6 +50,7 @@ def register(server: StitchServer) -> None:
             pairing_problem=problem,
             trusted=server.trusted,
             running=running,
+            cu_path=path,
         )
 
     server.hover_providers.append(hover)
