@@ -16,7 +16,7 @@ import pytest
 from lsprotocol import types as lsp
 
 from tests.fuse.test_fuse_lsp_e2e import FIXTURE, _actions, _line, _open
-from tests.lsp.harness import pull_capabilities, running_server
+from tests.lsp.harness import running_server
 
 from .candidates import reply
 from .fake_messages_api import FakeMessagesAPI, Reply
@@ -34,7 +34,7 @@ async def test_with_claude_variant_needs_a_key_and_runs_the_loop(tmp_path):
     command = [sys.executable, "-m", "stitch_lsp", "--log-file", str(log_file), "--log-level", "DEBUG"]
     with FakeMessagesAPI([Reply(reply())], api_key=CLIENT_KEY) as api:
         env = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": api.base_url}
-        async with running_server(tmp_path, capabilities=pull_capabilities(), command=command, env=env,
+        async with running_server(tmp_path, command=command, env=env,
                                   initialization_options={"trusted": True}) as client:
             uri = await _open(client, src)
             titles = [a.title for a in await _actions(client, uri, start, end)]
@@ -59,6 +59,15 @@ async def test_with_claude_variant_needs_a_key_and_runs_the_loop(tmp_path):
                 await asyncio.sleep(0.5)
             messages = [m.message for m in client.messages]
             assert any("No CUDA device" in m for m in messages), messages
+            # The rubric's findings are published on the generated kernel kept under .stitch/tasks/.
+            for _ in range(50):
+                rubric = {u: d for u, d in client.diagnostics.items()
+                          if ".stitch/tasks/" in u and any(x.source == "stitch rubric" for x in d)}
+                if rubric:
+                    break
+                await asyncio.sleep(0.1)
+            assert rubric, list(client.diagnostics)
+            assert any(u.endswith("kernel.cu") for u in rubric)
 
         (request,) = api.requests
         assert request.headers["authorization"] == f"Bearer {CLIENT_KEY}"

@@ -161,6 +161,7 @@ class Fuser:
             self._fail(uri, rng, f"the fuse job ended: {exc}")
             return
         outcome: FuseOutcome = future.result()
+        self._publish_rubric(outcome)
         if not outcome.offerable:
             self._fail(uri, rng, outcome.message or "no kernel to offer",
                        warning=outcome.verdict is not None and outcome.verdict.status.value == "no_gpu",
@@ -179,6 +180,14 @@ class Fuser:
             server.workspace_apply_edit(params)
         except Exception:
             log.exception("workspace/applyEdit failed")
+
+    def _publish_rubric(self, outcome: FuseOutcome) -> None:
+        """Rubric findings and hack flags as diagnostics on the generated files (``.stitch/tasks/...``)."""
+        by_path: dict[str, list[Finding]] = {}
+        for finding in outcome.findings:
+            by_path.setdefault(finding.path, []).append(finding)
+        for path, findings in by_path.items():
+            self.server.diagnostics.set(from_fs_path(path) or path, "rubric", findings)
 
     def workspace_edit(self, uri: str, version: int | None, edit: FuseEdit, root: Path, label: str) -> lsp.WorkspaceEdit:
         convert = self.server.converter(uri)
