@@ -451,7 +451,10 @@ class CudaAnalyzer:
         # File-scope rules see only what comes from functions that parse.
         sound_kernels = tuple(k for k in kernels if k.parse_ok)
         sound_launches = tuple(l for r in results if r.parse_ok for l in r.launches)
-        findings.extend(self._file_findings(sound_kernels, sound_launches))
+        file_findings = self._file_findings(sound_kernels, sound_launches)
+        if file_findings:  # function results are already in document order
+            findings.extend(file_findings)
+            findings.sort(key=lambda f: (f.range.start.line, f.range.start.character, f.code))
         kept, dropped = split_ignored(findings, ignore_comments(src))
         errors = _syntax_errors(cols, root) if root.has_error else ()
         return CudaAnalysis(

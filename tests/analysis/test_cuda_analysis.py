@@ -157,3 +157,13 @@ def test_file_rules_ignore_launches_in_functions_that_do_not_parse():
     assert [f.code for f in a.findings] == []  # ...but no rule builds on it
     fixed = analyze_cuda(src.replace("int x = ;", ""), "broken_host.cu")
     assert [f.code for f in fixed.findings] == ["STC014"]
+
+
+def test_findings_come_in_document_order():
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "fixtures" / "stc014.cu").read_text() + "\n" + \
+        (Path(__file__).parent / "fixtures" / "stc001.cu").read_text()
+    a = analyze_cuda(text, "order.cu")
+    starts = [(f.range.start.line, f.range.start.character) for f in a.findings]
+    assert starts == sorted(starts) and {f.code for f in a.findings} == {"STC001", "STC014"}
