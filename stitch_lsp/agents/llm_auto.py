@@ -19,7 +19,7 @@ from stitch_lsp.agents.rubric import RubricContext, apply_rubric, passes
 from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.settings import Settings
-from stitch_lsp.verdict import Verdict
+from stitch_lsp.verdict import Verdict, VerdictStatus
 
 
 def make_coder(name: str, settings: Settings, *, api_key: Secret | None = None,
@@ -90,8 +90,8 @@ class AutoCoder:
                 template, RubricContext(plan=plan))
             reasons = shortfalls(template, template_verdict, plan, self.settings.target_speedup)
         from_template = _template_outcome(template, template_verdict, reasons)
-        if not reasons:
-            return from_template
+        if not reasons or (template_verdict is not None and template_verdict.status is VerdictStatus.NO_GPU):
+            return from_template  # nothing to improve, or nothing could be checked here: no tokens spent
         if self.llm is None:
             from_template.message = (from_template.message + " " if from_template.message else "") + (
                 "Claude was not asked to improve on it: no Anthropic API key is configured.")

@@ -95,3 +95,12 @@ def test_template_with_no_kernel_and_no_key(settings, task, plan):
     assert not outcome.ok
     assert outcome.message == ("The template Coder fell short: it generated no kernel (aten.cumsum has no template). "
                                "Claude was not asked to improve on it: no Anthropic API key is configured.")
+
+
+def test_no_gpu_for_the_template_spends_no_tokens(fake_api, settings, key, task, plan):
+    from stitch_lsp.verdict import Verdict, VerdictStatus
+
+    api = fake_api(Reply(reply()))
+    no_gpu = Verdict(VerdictStatus.NO_GPU, summary="no CUDA device")
+    outcome = auto(settings, key, api, StubTemplate()).run(task, plan, verifier=ScriptedVerifier(no_gpu))
+    assert api.requests == [] and outcome.verdict.status is VerdictStatus.NO_GPU
