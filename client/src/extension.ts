@@ -178,9 +178,12 @@ class FallbackCommands implements vscode.Disposable {
     }
   }
 
-  private explain(command: ServerCommand): void {
+  private async explain(command: ServerCommand): Promise<void> {
     const title = COMMAND_TITLES[command];
     const server = this.server();
+    if (command === SERVER_COMMANDS.fuseSelection && server && (await server.fuseSelectionByCodeAction())) {
+      return;
+    }
     const message = server?.running
       ? `Stitch: this server does not provide "${title}" yet (update the stitch-lsp package).`
       : `Stitch: "${title}" needs the Stitch server, which is not running.`;
