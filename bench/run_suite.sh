@@ -15,9 +15,9 @@
 #   suite-<coder>-<stamp>-run.tar.gz  the run directory (per-task plans, candidates, verdicts, shard logs)
 # Knobs (environment): CODER (template), BUDGET seconds after which no task starts (390),
 # TASK_TIMEOUT per task (150), HARD_LIMIT for the whole bench command (460, then Ctrl-C:
-# finished tasks are kept and reported), PART (I/N: every N-th task), PROFILE (1: Nsight
-# Compute on every candidate; 0: faster, no % of peak), EXTRA (more `stitch bench` flags),
-# PYTHON (python3).
+# finished tasks are kept and reported), PART (I/N: every N-th task), PROFILE (misses:
+# Nsight Compute only on correct candidates short of a goal, to say why; all: every
+# candidate, about twice the time; none), EXTRA (more `stitch bench` flags), PYTHON (python3).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -26,7 +26,7 @@ CODER="${CODER:-template}"
 BUDGET="${BUDGET:-390}"
 TASK_TIMEOUT="${TASK_TIMEOUT:-150}"
 HARD_LIMIT="${HARD_LIMIT:-460}"
-PROFILE="${PROFILE:-1}"
+PROFILE="${PROFILE:-misses}"
 STAMP="$(date -u +%Y%m%d-%H%M)"
 NAME="suite-${CODER}-${STAMP}"
 [ -n "${PART:-}" ] && NAME="${NAME}-part${PART%/*}of${PART#*/}"
@@ -48,7 +48,7 @@ export TRITON_CACHE_DIR="$ROOT/.stitch/triton-cache"
 CMD=("$PY" -m stitch_lsp.cli bench bench/tasks --coder "$CODER" --out "$RUN_DIR"
      --budget "$BUDGET" --task-timeout "$TASK_TIMEOUT" --verbose)
 [ -n "${PART:-}" ] && CMD+=(--part "$PART")
-[ "$PROFILE" = "0" ] && CMD+=(--no-profile)
+CMD+=(--profile "$PROFILE")
 # shellcheck disable=SC2206
 [ -n "${EXTRA:-}" ] && CMD+=($EXTRA)
 
@@ -85,12 +85,17 @@ echo "stitch bench exited with $STATUS"
 } > "$RESULTS/$NAME.txt"
 [ -f "$RUN_DIR/report.json" ] && cp "$RUN_DIR/report.json" "$RESULTS/$NAME.json"
 cp "$RUN_DIR/progress.log" "$RESULTS/$NAME.log"
-tar -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$NAME-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
+tar --exclude="*.ncu-rep" --exclude="*.so" --exclude="*.o" --exclude="*.cubin" --exclude="*.fatbin" -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$NAME-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
 
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   for f in "$RESULTS/$NAME".txt "$RESULTS/$NAME".json "$RESULTS/$NAME".log "$RESULTS/$NAME-run.tar.gz"; do
-    [ -f "$f" ] && cp "$f" "$OUT/"
+    [ -f "$f" ] || continue
+    if [ "$(stat -c %s "$f")" -gt $((15 * 1024 * 1024)) ]; then
+      echo "not copied to \$OUT (over 15 MiB): $f"
+      continue
+    fi
+    cp "$f" "$OUT/"
   done
 fi
 echo "results: $RESULTS/$NAME.txt (.json, .log, -run.tar.gz)${OUT:+ and in $OUT}"

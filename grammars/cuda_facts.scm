@@ -19,7 +19,6 @@
 (subscript_expression) @subscript
 (assignment_expression) @assign
 (update_expression) @update
-(pointer_expression) @deref
 
 ; Declarations (locals, __shared__ arrays, loop variables).
 (declaration) @decl
@@ -30,7 +29,6 @@
 (while_statement) @loop
 (do_statement) @loop
 (conditional_expression) @ternary
-(return_statement) @return
 (preproc_ifdef) @preproc
 (preproc_if) @preproc
 

@@ -4,9 +4,15 @@ Plain data (no torch). A worker traces the Task's ``Model.forward`` at the aten
 level (``stitch_lsp.worker.trace_handler``) and sends this back; the Planner and
 the template Coder work on it in any process.
 
-Arguments are kept as JSON text: a node reference is ``{"$": "name"}``; every
-other value (ints, floats, bools, None, lists of those, dtype names as
-``{"dtype": "float32"}``) is plain JSON.
+Arguments are kept as JSON text: a node reference is ``{"$": "name"}``; a size
+that depends on the input shapes is ``{"sym": "s0*s1", "hint": 8192}``; a dtype is
+``{"$dtype": "float32"}``; a device is ``{"$device": true}`` (the inputs' device);
+every other value is plain JSON.
+
+A graph traced symbolically keeps each shape as expressions over the inputs'
+sizes (``shape_expr``) next to the traced values (``shape``); ``specialise``
+evaluates them for other input shapes, so a fused program can be re-lowered
+for any shape without tracing again.
 """
 
 from __future__ import annotations
@@ -25,6 +31,17 @@ class GraphInput:
     index: int = 0  # position among forward inputs (role == "input")
     shape: tuple[int, ...] = ()
     dtype: str = "float32"
+    shape_expr: list[str] = field(factory=list)
+
+
+def _concrete(v: Any) -> Any:
+    if isinstance(v, dict):
+        if "sym" in v:
+            return v["hint"]
+        return {k: _concrete(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_concrete(x) for x in v]
+    return v
 
 
 @define
@@ -35,14 +52,15 @@ class OpNode:
     kwargs_json: str = "{}"
     shape: tuple[int, ...] = ()
     dtype: str = "float32"
+    shape_expr: list[str] = field(factory=list)
 
     @property
     def args(self) -> list[Any]:
-        return json.loads(self.args_json)
+        return _concrete(json.loads(self.args_json))
 
     @property
     def kwargs(self) -> dict[str, Any]:
-        return json.loads(self.kwargs_json)
+        return _concrete(json.loads(self.kwargs_json))
 
     @property
     def numel(self) -> int:
@@ -80,6 +98,7 @@ class OpGraph:
     # Whether the reference ran with TF32 matmuls allowed (the candidate must match).
     allow_tf32: bool = False
     torch_version: str = ""
+    symbolic: bool = False  # shapes carry expressions (shape_expr); see specialise()
 
     def index(self) -> dict[str, OpNode]:
         """Every value by name; graph inputs appear as ``placeholder`` nodes."""
@@ -95,6 +114,63 @@ class OpGraph:
             for r in n.refs():
                 out.setdefault(r, []).append(n.name)
         return out
+
+
+class ShapeMismatch(ValueError):
+    """Input shapes this graph cannot be specialised to (the message says which and why)."""
+
+
+_SYM_FUNCS = {
+    "FloorDiv": lambda a, b: a // b, "CeilDiv": lambda a, b: -(-a // b), "Mod": lambda a, b: a % b,
+    "PythonMod": lambda a, b: a % b, "Max": max, "Min": min, "floor": lambda a: int(a // 1),
+    "ceiling": lambda a: -int(-a // 1), "CleanDiv": lambda a, b: a // b, "IntTrueDiv": lambda a, b: a / b,
+    "TruncToInt": int, "FloorToInt": lambda a: int(a // 1), "CeilToInt": lambda a: -int(-a // 1),
+}
+
+
+def _eval_expr(expr: str, env: dict[str, int]) -> int:
+    return int(eval(expr, {"__builtins__": {}}, {**_SYM_FUNCS, **env}))  # noqa: S307 - our own printed sympy
+
+
+def specialise(graph: OpGraph, shapes: list[tuple[int, ...]]) -> OpGraph:
+    """The graph for inputs of ``shapes`` (one per ``graph.inputs``): every size re-evaluated."""
+    if len(shapes) != len(graph.inputs):
+        raise ShapeMismatch(f"expected {len(graph.inputs)} tensors, got {len(shapes)}")
+    env: dict[str, int] = {}
+    for gi, shape in zip(graph.inputs, shapes):
+        exprs = gi.shape_expr or [str(d) for d in gi.shape]
+        if len(exprs) != len(shape):
+            raise ShapeMismatch(f"{gi.path or gi.name}: expected {len(exprs)} dimensions, got {len(shape)}")
+        for e, d in zip(exprs, shape):
+            if e.isidentifier():
+                if env.setdefault(e, d) != d:
+                    raise ShapeMismatch(
+                        f"{gi.path or gi.name}: the kernel was generated for shapes where these sizes are equal "
+                        f"({env[e]} and {d} now differ); fuse again for the new shapes")
+    for gi, shape in zip(graph.inputs, shapes):
+        exprs = gi.shape_expr or [str(d) for d in gi.shape]
+        for e, d in zip(exprs, shape):
+            if _eval_expr(e, env) != d:
+                raise ShapeMismatch(f"{gi.path or gi.name}: size {d} where the traced program needs {e}")
+
+    def sub(v: Any) -> Any:
+        if isinstance(v, dict):
+            if "sym" in v:
+                return _eval_expr(v["sym"], env)
+            return {k: sub(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        return v
+
+    out = OpGraph(outputs=list(graph.outputs), output_is_tuple=graph.output_is_tuple,
+                  allow_tf32=graph.allow_tf32, torch_version=graph.torch_version, symbolic=False)
+    for gi, shape in zip(graph.inputs, shapes):
+        out.inputs.append(GraphInput(gi.name, gi.role, gi.path, gi.index, tuple(shape), gi.dtype))
+    for n in graph.nodes:
+        shape = tuple(_eval_expr(e, env) for e in n.shape_expr) if n.shape_expr else n.shape
+        out.nodes.append(OpNode(n.name, n.op, json.dumps(sub(json.loads(n.args_json))),
+                                json.dumps(sub(json.loads(n.kwargs_json))), shape, n.dtype))
+    return out
 
 
 @define

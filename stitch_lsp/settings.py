@@ -56,7 +56,7 @@ class Settings:
     on_save: OnSave = field(factory=OnSave)
     # Coder: "template" (built-in, offline), "llm" (Anthropic), "auto" (template, then llm where uncovered).
     coder: str = "auto"
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-4-6"  # claude-sonnet-4-5 reaches end-of-life on 2026-11-30 (anthropic SDK 2.12)
     rounds: int = 3
     token_budget: int = 200_000
     target_speedup: float = 2.0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,9 @@ from typing import Any
 from attrs import define, field
 
 from stitch_lsp.agents.coder import CoderUnavailable, make_coder
+from stitch_lsp.agents.llm_coder import LlmCoderError
+from stitch_lsp.agents.rubric import RubricContext, apply_rubric, rubric_findings
+from stitch_lsp.findings import Finding
 from stitch_lsp.agents.planner import describe, make_plan
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.op_graph import TraceReply, TraceRequest
@@ -25,6 +27,7 @@ from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.serde import from_json, to_dict, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
+from stitch_lsp.verify.worker_pool import worker_env
 
 
 @define
@@ -39,6 +42,8 @@ class FuseOutcome:
     # Where the generated files were kept for reading (``.stitch/tasks/<hash>/``).
     task_dir: str = ""
     plan_text: str = ""
+    # Rubric findings and hack flags, placed on the generated files under ``task_dir``.
+    findings: list[Finding] = field(factory=list)
 
     @property
     def offerable(self) -> bool:
@@ -57,9 +62,7 @@ def trace(task: Task, settings: Settings, *, verifier: Any = None, cancel: Cance
     if pool is not None and hasattr(pool, "call"):
         return pool.call("trace", request, TraceReply, timeout_s=timeout_s, cancel=cancel, report=no_report)
     python = settings.python or sys.executable
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = worker_env()  # the repo on PYTHONPATH; API keys and other secrets left out
     proc = subprocess.Popen([python, "-m", "stitch_lsp.worker.trace_handler"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
@@ -130,11 +133,23 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
 
     cancel.raise_if_cancelled()
     report(ProgressEvent("generating", f"{coder} Coder", 25))
+    refined = None  # the LLM / auto Coder's own plan → code → verify → refine loop
     try:
         writer = make_coder(coder, settings)
-        candidate = writer.generate(task, plan, None)
-    except CoderUnavailable as exc:
+        if verifier is not None and callable(getattr(writer, "run", None)):
+            from stitch_lsp.verify.service import VerifyOptions
+
+            refined = writer.run(task, plan, verifier=verifier, verify_options=VerifyOptions(), cancel=cancel,
+                                 report=report)
+            candidate = refined.candidate or refined.kept
+        else:
+            candidate = writer.generate(task, plan, None)
+    except (CoderUnavailable, LlmCoderError) as exc:
         outcome.message = str(exc)
+        return outcome
+    if candidate is None:
+        outcome.message = refined.message if refined is not None else "The Coder produced no candidate"
+        outcome.verdict = refined.verdict if refined is not None else None
         return outcome
     outcome.candidate = candidate
     (outdir / "candidate.py").write_text(candidate.module_source, encoding="utf-8")
@@ -150,9 +165,16 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         outcome.message = f"Generated {len(candidate.cuda_sources)} kernel(s) in {outdir}; not verified"
         return outcome
     cancel.raise_if_cancelled()
-    report(ProgressEvent("compiling", "compiling and checking the candidate", 40))
-    verdict = _verify(task, candidate, settings, verifier, cancel, report)
+    if refined is not None and refined.verdict is not None:
+        verdict = refined.verdict  # verified, with the rubric, inside the loop
+    else:
+        report(ProgressEvent("compiling", "compiling and checking the candidate", 40))
+        verdict = apply_rubric(_verify(task, candidate, settings, verifier, cancel, report), candidate,
+                               RubricContext(plan=plan))
     outcome.verdict = verdict
+    kernel_file = next(iter(sorted(candidate.cuda_sources)), "kernel.cu")
+    outcome.findings = rubric_findings(verdict, candidate, module_path=str(outdir / "candidate.py"),
+                                       kernel_path=str(outdir / kernel_file))
     (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
     if verdict.status is VerdictStatus.NO_GPU:
         outcome.message = "No CUDA device: the candidate was generated (kept in " + str(outdir) + ") but cannot be checked or timed here"
@@ -162,8 +184,12 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         if verdict.hack_flags:
             why += " (anti-hacking: " + "; ".join(f.message for f in verdict.hack_flags) + ")"
         outcome.message = f"Fused kernel not offered: {why}. Generated code kept in {outdir}"
+        if refined is not None:
+            outcome.message += f". {refined.message}"
         return outcome
     outcome.message = f"Fused {len(candidate.cuda_sources)} kernel(s): " + (_speedups(verdict) or verdict.summary)
+    if refined is not None:
+        outcome.message += f". {refined.message}"
     if task.origin_path and edit_namer is not None:
         from stitch_lsp.agents.fuse_edit import edit_files
 

@@ -82,6 +82,8 @@ class LlmOutcome:
     failure: str = ""
     target_reached: bool = False
     coder: str = "llm"  # who wrote ``candidate`` (the auto Coder may pick the template's)
+    # When nothing is offered: the candidate ``verdict`` belongs to, kept for reading (never offered).
+    kept: Candidate | None = None
 
     @property
     def ok(self) -> bool:
@@ -191,6 +193,12 @@ class LlmCoder:
                 records.append(record)
                 if parsed.candidate is not None:
                     record.verdict = self._verify(task, parsed.candidate, conv.plan, records, cancel, report)
+                    if record.verdict.status is VerdictStatus.NO_GPU:
+                        best = record
+                        failure = "no_gpu"
+                        note = (f"No CUDA device: Claude's candidates cannot be checked here, so the job stopped "
+                                f"after round {number} instead of spending tokens on unverifiable rounds.")
+                        return self._finish(best, records, conv, failure=failure, note=note)
                 progressed = _progressed(record, best)
                 if record.verdict is not None and (best is None or _rank(record) > _rank(best)):
                     best = record
@@ -292,7 +300,8 @@ class LlmCoder:
         lines.append(spend)
         verdict = attrs.evolve(best.verdict, usage=usage) if best is not None and best.verdict else None
         return LlmOutcome(None, verdict, " ".join(line.rstrip(".") + "." for line in lines if line),
-                          records, usage, failure=failure or "rounds_exhausted")
+                          records, usage, failure=failure or "rounds_exhausted",
+                          kept=best.candidate if best is not None else None)
 
 
     def _judge(self, offer: RoundRecord, conv: "_Conversation") -> str:

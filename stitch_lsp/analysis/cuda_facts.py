@@ -110,16 +110,16 @@ class FunctionFacts:
     accesses: list[Access] = field(factory=list)
     assigns: list[Node] = field(factory=list)
     updates: list[Node] = field(factory=list)
-    derefs: list[Node] = field(factory=list)
     decls: list[LocalDecl] = field(factory=list)
     controls: list[Control] = field(factory=list)
-    returns: list[Node] = field(factory=list)
     preprocs: list[Node] = field(factory=list)
     numbers: list[Node] = field(factory=list)
     # `a.x * b.x` products of two builtin fields (checked for blockIdx * blockDim).
     builtin_products: list[Node] = field(factory=list)
     # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
     defs: dict[str, list[Node]] = field(factory=dict)
+    # Per-function results several rules share (e.g. the shared-memory event list).
+    memo: dict[str, object] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
     _closure_memo: dict[str, frozenset[str]] = field(factory=dict)
 
@@ -376,8 +376,6 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             if arg is not None:
                 write_targets[arg.id] = u.end_byte
                 compound_targets.add(arg.id)
-        elif "deref" in caps:
-            facts.derefs.append(caps["deref"][0])
         elif "decl" in caps:
             for d in local_declarations(src, caps["decl"][0]):
                 facts.decls.append(d)
@@ -389,8 +387,6 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             facts.controls.append(_control("loop", caps["loop"][0]))
         elif "ternary" in caps:
             facts.controls.append(_control("ternary", caps["ternary"][0]))
-        elif "return" in caps:
-            facts.returns.append(caps["return"][0])
         elif "preproc" in caps:
             facts.preprocs.append(caps["preproc"][0])
         elif "number" in caps:

@@ -41,6 +41,7 @@ class TaskResult:
     min_bytes: int | None = None  # fewest bytes the task must move (task index or plan)
     achieved_gbs: float | None = None  # min_bytes / candidate time
     kernels: int = 0  # candidate kernels profiled
+    profile_note: str = ""  # what the profile shows about the bottleneck kernel, in one line
     hack_flags: list[str] = field(factory=list)
     gpu: str = ""  # the slot it ran on ("0", "1", ... or "cpu")
     seconds: float = 0.0  # wall time of the whole task (coder + verifier)
@@ -94,6 +95,9 @@ class Summary:
     memory_bound: int = 0  # correct, memory-bound tasks with an achieved bandwidth
     memory_bound_at_80pct: int = 0  # of those, at >= 80% of the measured copy bandwidth
     statuses: dict[str, int] = field(factory=dict)
+    # Tasks the Coder claimed (wrote a kernel for), and how many of those are correct.
+    covered: int = 0
+    covered_correct: int = 0
 
 
 @define

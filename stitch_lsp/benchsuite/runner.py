@@ -16,43 +16,88 @@ import attrs
 from stitch_lsp.benchsuite import bandwidth
 from stitch_lsp.benchsuite.outcome import to_detail, to_result
 from stitch_lsp.benchsuite.results import GpuInfo, TaskDetail, TaskResult
+from stitch_lsp.benchsuite.stats import COPY_TARGET, GOAL_VS_COMPILE, GOAL_VS_EAGER, valid_speedup
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.cancellation import CancelToken, Reporter
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 
 
+PROFILE_MODES = ("all", "misses", "none")
+
+
 @attrs.define
 class _State:
     workdir: Path = attrs.field(factory=lambda: Path(".stitch") / "bench" / "work")
-    profile: bool = True
+    profile: str = "all"
     sanitize: bool = False
     verifier: Any = None
+    copy_gbs: float | None = None  # this GPU's, once measured
 
 
 _state = _State()
 
 
-def configure(workdir: str = "", profile: bool = True, sanitize: bool = False) -> None:
+def configure(workdir: str = "", profile: str | bool = "all", sanitize: bool = False) -> None:
     """Called once by the shard with the run's choices, before any task."""
     if workdir:
         _state.workdir = Path(workdir)
-    _state.profile = profile
+    _state.profile = {True: "all", False: "none"}.get(profile, profile) if isinstance(profile, bool) else profile
+    if _state.profile not in PROFILE_MODES:
+        raise ValueError(f"profile mode {profile!r}: want one of {', '.join(PROFILE_MODES)}")
     _state.sanitize = sanitize
 
 
-class OptionsVerifier:
-    """The Verifier, with the bench's profile / sanitize choice applied to every job it runs."""
+def misses_goal(verdict: Any, task: BenchTask | None, copy_gbs: float | None) -> bool:
+    """A correct candidate short of the suite's goals: slower than 1.5x eager or 1.1x torch.compile,
+    or memory-bound below 80% of the measured copy bandwidth. The profile then says why."""
+    from stitch_lsp.verdict import VerdictStatus
 
-    def __init__(self, inner: Any, **changes: Any) -> None:
+    if verdict.status is not VerdictStatus.CORRECT:
+        return False
+    timing = verdict.timing
+    if not valid_speedup(timing.speedup_vs_eager) or timing.speedup_vs_eager < GOAL_VS_EAGER:
+        return True
+    if not valid_speedup(timing.speedup_vs_compile) or timing.speedup_vs_compile < GOAL_VS_COMPILE:
+        return True
+    if task is not None and task.expected_bound == "memory" and task.min_bytes and copy_gbs and timing.candidate:
+        achieved = task.min_bytes / (timing.candidate.median_ms * 1e-3) / 1e9
+        return achieved < COPY_TARGET * copy_gbs
+    return False
+
+
+class OptionsVerifier:
+    """The Verifier, with the bench's profile / sanitize choice applied to every job it runs.
+
+    Profile mode "misses" verifies without Nsight Compute and profiles afterwards only the
+    correct candidates that miss a goal (a fraction of the cost of profiling everything).
+    """
+
+    def __init__(self, inner: Any, *, profile: str = "all", sanitize: bool = False) -> None:
         self._inner = inner
-        self._changes = changes
+        self.profile_mode = profile
+        self.sanitize = sanitize
+        self.task: BenchTask | None = None  # the task being run, for the goals
+        self.copy_gbs: float | None = None
 
     def verify(self, reference_source: str, candidate: Any, options: Any = None, **kwargs: Any) -> Any:
         from stitch_lsp.verify.options import VerifyOptions
 
-        options = attrs.evolve(options or VerifyOptions(), **self._changes)
-        return self._inner.verify(reference_source, candidate, options, **kwargs)
+        options = attrs.evolve(options or VerifyOptions(), profile=self.profile_mode == "all", sanitize=self.sanitize)
+        verdict = self._inner.verify(reference_source, candidate, options, **kwargs)
+        if self.profile_mode == "misses" and misses_goal(verdict, self.task, self.copy_gbs):
+            verdict.profile = self._profile(reference_source, candidate, options, kwargs.get("cancel"))
+        return verdict
+
+    def _profile(self, reference_source: str, candidate: Any, options: Any, cancel: Any) -> Any:
+        from stitch_lsp.verify import nsight
+        from stitch_lsp.verify.options import VerifyJob
+        from stitch_lsp.verify.service import materialise
+
+        ref_path, cand_path, cuda_paths = materialise(self._inner.workdir, reference_source, candidate)
+        job = VerifyJob(reference_path=str(ref_path), candidate_path=str(cand_path),
+                        options=attrs.evolve(options, profile=True), cuda_files=[str(p) for p in cuda_paths])
+        return nsight.profile(self._inner.settings, job, self._inner.workdir, cancel=cancel)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -84,6 +129,7 @@ def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToke
     except ImportError as exc:
         raise RuntimeError(f"the fuse service is not available in this build ({exc})") from exc
     checker = verifier(settings)
+    checker.task, checker.copy_gbs = task, _state.copy_gbs
     outcome = fuse_task(pipeline_task(task), settings, coder=coder, verifier=checker, cancel=cancel,
                         report=report, workdir=_state.workdir, device=checker.device_info())
     result = to_result(
@@ -103,6 +149,7 @@ def measure_gpu(settings: Settings, slot: str, cancel: CancelToken) -> GpuInfo:
     except ImportError as exc:
         return GpuInfo(slot=slot, message=f"copy bandwidth not measured: no Verifier in this build ({exc})")
     info = bandwidth.measure_gpu(checker.pool, slot, cancel)
+    _state.copy_gbs = info.copy_bandwidth_gbs
     if info.device is None:
         info.device = checker.device_info()
     return info

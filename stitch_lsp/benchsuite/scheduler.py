@@ -35,6 +35,8 @@ class Listener(Protocol):
 
     def finished(self, slot: str, task: BenchTask, result: TaskResult, detail: TaskDetail | None) -> None: ...
 
+    # Optional: ``tick()``, called from the waiting thread a few times a second (heartbeats).
+
 
 class Outcome:
     def __init__(self) -> None:
@@ -102,10 +104,14 @@ def run_tasks(
     threads = [threading.Thread(target=loop, args=(w,), name=f"bench-{w.slot}", daemon=True) for w in workers]
     for thread in threads:
         thread.start()
+    tick = getattr(listener, "tick", None)
     try:
         while any(t.is_alive() for t in threads):
             for thread in threads:
                 thread.join(0.1)
+            if tick is not None:
+                with lock:
+                    tick()
     except KeyboardInterrupt:
         cancel.cancel("interrupted")
         for thread in threads:

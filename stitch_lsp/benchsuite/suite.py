@@ -34,12 +34,13 @@ class BenchOptions:
     coder: str = "template"
     filter: TaskFilter = field(factory=TaskFilter)
     resume: bool = False
+    rerun: list[str] = field(factory=list)  # on resume, run again the tasks that ended with these statuses
     gpus: int | None = None  # None: every visible GPU
     budget_s: float | None = None
     part: tuple[int, int] | None = None  # (I, N): the I-th of N interleaved slices of the selection
     task_timeout_s: float = 900.0
     measure_bandwidth: bool = True
-    profile: bool = True  # Nsight Compute on each candidate: the bound and % of peak
+    profile: str = "all"  # Nsight Compute on every candidate (all), on those short of a goal (misses), or none
     sanitize: bool = False
     backend: str = DEFAULT_BACKEND
     command: str = ""
@@ -67,27 +68,44 @@ def _fmt_finished(result: TaskResult) -> str:
 
 
 class ProgressPrinter:
-    """Listener: a line when a task starts and when it ends (and stage changes with --verbose)."""
+    """Listener: a line when a task starts and when it ends, stage changes with --verbose, and
+    a heartbeat naming what is still running every ``heartbeat_s`` of a long task."""
 
-    def __init__(self, out: TextIO, store: RunStore, total: int, done: int, verbose: bool) -> None:
+    def __init__(self, out: TextIO, store: RunStore, total: int, done: int, verbose: bool,
+                 heartbeat_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.out, self.store, self.total, self.done, self.verbose = out, store, total, done, verbose
         self.results: list[TaskResult] = []
         self._stage: dict[str, str] = {}
+        self._running: dict[str, tuple[str, float]] = {}  # task -> (slot, started)
+        self.heartbeat_s, self.clock = heartbeat_s, clock
+        self._last_beat = clock()
+
+    def tick(self) -> None:
+        now = self.clock()
+        if not self._running or now - self._last_beat < self.heartbeat_s:
+            return
+        self._last_beat = now
+        busy = ", ".join(f"gpu {slot}: {name} ({self._stage.get(name, 'starting')}, {now - start:.0f} s)"
+                         for name, (slot, start) in sorted(self._running.items()))
+        self._say(f"          running: {busy}")
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def started(self, slot: str, task: BenchTask) -> None:
+        self._running[task.name] = (slot, self.clock())
         self._say(f"[{self.done + 1:>3}/{self.total}] gpu {slot}: {task.name} ...")
 
     def progress(self, slot: str, task: BenchTask, message: str) -> None:
         stage = message.split(" ", 1)[0]
-        if self.verbose and self._stage.get(task.name) != stage:
+        if self._stage.get(task.name) != stage:
             self._stage[task.name] = stage
-            self._say(f"          gpu {slot}: {task.name}: {message}")
+            if self.verbose:
+                self._say(f"          gpu {slot}: {task.name}: {message}")
 
     def finished(self, slot: str, task: BenchTask, result: TaskResult, detail: TaskDetail | None) -> None:
         self.store.save(result, detail)  # first: a Ctrl-C right after must not lose it
+        self._running.pop(task.name, None)
         self.results.append(result)
         self.done += 1
         self._say(f"[{self.done:>3}/{self.total}] gpu {slot}: {task.name}: {_fmt_finished(result)} "
@@ -122,15 +140,33 @@ def _measure_gpus(workers: Sequence[Worker], cancel: CancelToken, out: TextIO) -
     return [infos[w.slot] for w in workers]
 
 
-def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdout,
-              make_worker: WorkerFactory = shard_worker, cancel: CancelToken | None = None) -> BenchReport:
-    cancel = cancel or CancelToken()
+def _selected(options: BenchOptions, out: TextIO) -> tuple[list[BenchTask], list[BenchTask]]:
+    """(every task in the directory, those the filters and --part select); skipped files are reported."""
     found, skipped = discover(options.tasks_dir)
     for message in skipped:
         print(f"skipped {message}", file=out)
     chosen = select(found, options.filter)
     if options.part is not None:
         chosen = part(chosen, *options.part)
+    return found, chosen
+
+
+def list_tasks(options: BenchOptions, out: TextIO) -> int:
+    """Print the tasks a run would take (after filters and --part), without running anything."""
+    found, chosen = _selected(options, out)
+    width = max((len(t.name) for t in chosen), default=4)
+    for t in chosen:
+        size = f"{t.min_bytes / 1e6:.0f} MB" if t.min_bytes else ""
+        print(f"{t.name:<{width}}  level {t.level if t.level is not None else '?'}  {t.expected_bound or '?':<7}  "
+              f"{size:>7}  {','.join(t.tags)}", file=out)
+    print(f"{len(chosen)} of {len(found)} tasks", file=out)
+    return len(chosen)
+
+
+def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdout,
+              make_worker: WorkerFactory = shard_worker, cancel: CancelToken | None = None) -> BenchReport:
+    cancel = cancel or CancelToken()
+    found, chosen = _selected(options, out)
     if not chosen:
         raise BenchError(f"no tasks in {options.tasks_dir} match the filters" if found
                          else f"no KernelBench tasks in {options.tasks_dir}")
@@ -143,7 +179,8 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
             raise BenchError(f"nothing to resume in {options.run_dir} (no run.json)")
         if info.coder != options.coder:
             raise BenchError(f"{options.run_dir} was run with --coder {info.coder}; resume it with the same coder")
-        previous = {n: r for n, r in store.finished().items() if n in {t.name for t in chosen}}
+        previous = {n: r for n, r in store.finished().items()
+                    if n in {t.name for t in chosen} and r.status not in options.rerun}
     elif info is not None:
         raise BenchError(f"{options.run_dir} already holds a run: add --resume to continue it, or pick another --out")
 
@@ -161,6 +198,9 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
     store.save_info(run)
     todo = interleave([t for t in chosen if t.name not in previous])
     slots = gpu_slots.slots(options.gpus)
+    if slots == ["cpu"]:
+        print("warning: no GPU visible (CUDA_VISIBLE_DEVICES / nvidia-smi -L): tasks can be planned and "
+              "generated but not checked or timed; they will end as no_gpu", file=out, flush=True)
     workers = [make_worker(slot, options, settings, store) for slot in slots[: max(1, min(len(slots), len(todo)))]]
     print(f"stitch bench: {len(chosen)} tasks ({len(previous)} already done), coder {options.coder}, "
           f"{len(workers)} worker(s) on GPU {', '.join(w.slot for w in workers)}; results in {options.run_dir}",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND
 from stitch_lsp.benchsuite.store import DEFAULT_BASE, latest_run, new_run_id
-from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, run_bench
+from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, list_tasks, run_bench
 from stitch_lsp.benchsuite.table import render
 from stitch_lsp.benchsuite.tasks import TaskFileError, TaskFilter
 from stitch_lsp.serde import to_json
@@ -69,13 +69,18 @@ def add_parser(subparsers) -> None:
                         "taken as the run directory")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out (default: the latest under .stitch/bench), skipping finished tasks")
+    p.add_argument("--rerun", type=_csv, default=[], metavar="STATUS[,STATUS]",
+                   help="with --resume: run again the tasks that ended with these statuses (e.g. incorrect,crashed)")
+    p.add_argument("--list", action="store_true", help="list the selected tasks and exit")
     p.add_argument("--gpus", type=int, default=None, metavar="N", help="use at most N of the visible GPUs (default all)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="start no task after this long; the rest are reported as not run (resume later)")
     p.add_argument("--task-timeout", type=float, default=900.0, metavar="SECONDS",
                    help="kill a task that takes longer (default 900)")
-    p.add_argument("--no-profile", action="store_true",
-                   help="skip Nsight Compute (faster; the bound then comes from the task, %% of peak is left out)")
+    p.add_argument("--profile", choices=("all", "misses", "none"), default="all",
+                   help="Nsight Compute on every candidate (all, default), only on correct ones short of a goal "
+                        "(misses: < 1.5x eager, < 1.1x torch.compile or < 80%% of copy bandwidth), or none")
+    p.add_argument("--no-profile", dest="profile", action="store_const", const="none", help="same as --profile none")
     p.add_argument("--sanitize", action="store_true", help="also run compute-sanitizer on every candidate")
     p.add_argument("--no-bandwidth", action="store_true", help="skip measuring the copy bandwidth")
     p.add_argument("--verbose", "-v", action="store_true", help="print each task's stages as they change")
@@ -109,17 +114,22 @@ def run(args) -> int:
             coder=coder,
             filter=TaskFilter(levels=args.levels, tags=args.tags, globs=args.tasks),
             resume=args.resume,
+            rerun=args.rerun,
             gpus=args.gpus,
             budget_s=args.budget,
             part=args.part,
             task_timeout_s=args.task_timeout,
             measure_bandwidth=not args.no_bandwidth,
-            profile=not args.no_profile,
+            profile=args.profile,
             sanitize=args.sanitize,
             command="stitch " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             verbose=args.verbose,
             backend=args.backend,
         )
+        if args.list:
+            return 0 if list_tasks(options, sys.stdout) else 1
+        if args.rerun and not args.resume:
+            raise BenchError("--rerun goes with --resume (it picks which finished tasks of a run to run again)")
         report = run_bench(options, settings, out=sys.stderr if args.json_out == "-" else sys.stdout)
     except (BenchError, TaskFileError) as exc:
         print(f"stitch bench: {exc}", file=sys.stderr)

@@ -49,6 +49,7 @@ FEATURES = [
     "hover",  # kernel hover cards: Nsight Compute analysis, verdict, what to try next
     "job_commands",  # cancel all, show report, stitch/status
     "quick_fixes",  # code actions from the fixes findings carry
+    "fuse",  # "Stitch: fuse N ops into a CUDA kernel": code action, job, versioned edit
     "server_info",  # stitch/serverInfo
     "llm_key",  # stitch/setApiKey (the Anthropic key, memory only), stitch/llmStatus
 ]

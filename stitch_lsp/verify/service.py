@@ -186,8 +186,12 @@ class Verifier:
                               cancel: CancelToken | None, report: Reporter) -> None:
         from stitch_lsp.verify import nsight
 
-        if verdict.status not in (VerdictStatus.CORRECT, VerdictStatus.INCORRECT, VerdictStatus.HACKING):
+        reason = ""
+        if options.device == "cpu":
+            reason = "not run in CPU test mode (Nsight Compute and compute-sanitizer need a GPU)"
+        elif verdict.status not in (VerdictStatus.CORRECT, VerdictStatus.INCORRECT, VerdictStatus.HACKING):
             reason = f"not run: the candidate did not get that far ({verdict.status.value})"
+        if reason:
             if options.profile:
                 verdict.profile.status, verdict.profile.message = "skipped", reason
             if options.sanitize:

@@ -108,17 +108,44 @@ def _decompositions() -> dict:
     return table
 
 
+def _hint(d: Any) -> int:
+    import torch
+
+    if isinstance(d, torch.SymInt):
+        node = d.node
+        hint = getattr(node, "hint", None)
+        if hint is None:
+            hint = node.shape_env.size_hint(node.expr)
+        return int(hint)
+    return int(d)
+
+
+def _expr(d: Any) -> str:
+    import torch
+
+    return str(d.node.expr) if isinstance(d, torch.SymInt) else str(int(d))
+
+
 def _encode(value: Any) -> Any:
     import torch
     import torch.fx
 
     if isinstance(value, torch.fx.Node):
+        val = value.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            return {"sym": _expr(val), "hint": _hint(val)}
+        if isinstance(val, (int, float)) and not isinstance(val, torch.Tensor):
+            return val
         return {"$": value.name}
+    if isinstance(value, torch.SymInt):
+        return {"sym": _expr(value), "hint": _hint(value)}
+    if isinstance(value, torch.device):
+        return {"$device": True}
     if isinstance(value, (list, tuple)):
         return [_encode(v) for v in value]
     if isinstance(value, torch.dtype):
-        return {"dtype": _dtype_name(value)}
-    if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+        return {"$dtype": _dtype_name(value)}
+    if isinstance(value, (torch.layout, torch.memory_format)):
         return None
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
@@ -160,39 +187,50 @@ def trace_task(task_source: str) -> TraceReply:
         state = dict(zip(names, flat[:n_state]))
         return functional_call(model, state, tuple(flat[n_state:]))
 
+    # Parameters as plain tensors, so their sizes are symbolic too (a model built for other sizes fits).
+    flat = [p.detach() for p in params.values()] + list(buffers.values()) + inputs
+    symbolic = True
     try:
-        gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="fake")(
-            *params.values(), *buffers.values(), *inputs
-        )
-    except Exception as exc:
-        return TraceReply(ok=False, message=f"tracing Model.forward failed: {type(exc).__name__}: {exc}")
+        gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="symbolic")(*flat)
+    except Exception:
+        symbolic = False
+        try:
+            gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="fake")(*flat)
+        except Exception as exc:
+            return TraceReply(ok=False, message=f"tracing Model.forward failed: {type(exc).__name__}: {exc}")
 
-    graph = OpGraph(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32), torch_version=torch.__version__)
+    graph = OpGraph(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32), torch_version=torch.__version__,
+                    symbolic=symbolic)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(placeholders):
         val = node.meta.get("val")
-        shape = tuple(int(d) for d in val.shape)
+        shape = tuple(_hint(d) for d in val.shape)
+        exprs = [_expr(d) for d in val.shape]
         dtype = _dtype_name(val.dtype)
         if i < len(params):
-            graph.inputs.append(GraphInput(node.name, "param", names[i], 0, shape, dtype))
+            graph.inputs.append(GraphInput(node.name, "param", names[i], 0, shape, dtype, exprs))
         elif i < n_state:
-            graph.inputs.append(GraphInput(node.name, "buffer", names[i], 0, shape, dtype))
+            graph.inputs.append(GraphInput(node.name, "buffer", names[i], 0, shape, dtype, exprs))
         else:
-            graph.inputs.append(GraphInput(node.name, "input", "", i - n_state, shape, dtype))
+            graph.inputs.append(GraphInput(node.name, "input", "", i - n_state, shape, dtype, exprs))
     for node in gm.graph.nodes:
         if node.op == "call_function":
             val = node.meta.get("val")
+            if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float)):
+                continue  # size arithmetic: its uses carry the expression instead
             target = node.target
             op = str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+            exprs: list[str] = []
             if isinstance(val, torch.Tensor):
-                shape, dtype = tuple(int(d) for d in val.shape), _dtype_name(val.dtype)
+                shape, dtype = tuple(_hint(d) for d in val.shape), _dtype_name(val.dtype)
+                exprs = [_expr(d) for d in val.shape]
             else:
                 shape, dtype = (), "tuple" if isinstance(val, (tuple, list)) else "scalar"
             graph.nodes.append(OpNode(
                 name=node.name, op=op,
                 args_json=json.dumps(_encode(list(node.args))),
                 kwargs_json=json.dumps({k: _encode(v) for k, v in node.kwargs.items()}),
-                shape=shape, dtype=dtype,
+                shape=shape, dtype=dtype, shape_expr=exprs,
             ))
         elif node.op == "output":
             result = node.args[0]

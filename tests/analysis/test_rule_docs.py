@@ -38,3 +38,10 @@ def test_doc_url_points_at_the_page_in_this_checkout():
 def test_silencing_is_documented_on_every_page():
     for rule in ALL_RULES:
         assert f"// stitch: ignore {rule.meta.code}" in (DOCS / f"{rule.meta.code}.md").read_text()
+
+
+def test_rules_index_lists_every_rule_with_its_severity():
+    index = (DOCS / "README.md").read_text()
+    for rule in ALL_RULES:
+        m = rule.meta
+        assert f"| [{m.code}]({m.code}.md) | `{m.slug}` | {m.severity.name.lower()} |" in index

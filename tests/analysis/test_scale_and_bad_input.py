@@ -133,3 +133,11 @@ def test_incremental_analysis_always_equals_a_fresh_one():
             k = rng.randrange(len(lines))
             text = "\n".join(lines[:k] + lines[k + 1:] + [lines[k]])  # move a line to the end
         assert analyzer.analyze(text) == CudaAnalyzer("same.cu").analyze(text), f"step {step}"
+
+
+def test_crlf_line_endings_give_the_same_positions():
+    text = (FIXTURES / "stc001.cu").read_text()
+    lf = CudaAnalyzer("lf.cu").analyze(text)
+    crlf = CudaAnalyzer("lf.cu").analyze(text.replace("\n", "\r\n"))
+    assert [(f.code, f.range) for f in crlf.findings] == [(f.code, f.range) for f in lf.findings]
+    assert len(crlf.suppressed) == len(lf.suppressed) == 2

@@ -53,10 +53,59 @@ def test_options_verifier_turns_profiling_on_for_every_job():
             seen.append((options, kwargs))
             return "verdict"
 
-    wrapped = runner.OptionsVerifier(Inner(), profile=True, sanitize=False)
+    wrapped = runner.OptionsVerifier(Inner(), profile="all", sanitize=False)
     assert wrapped.verify("src", "cand", VerifyOptions(trials=7), cancel="c") == "verdict"
     assert wrapped.verify("src", "cand") == "verdict"
     assert seen[0][0].profile is True and seen[0][0].trials == 7 and seen[0][1] == {"cancel": "c"}
     assert seen[1][0].profile is True
     assert wrapped.pool == "the pool"  # fuse_task traces through the Verifier's pool
     assert getattr(wrapped, "device", None) is None
+
+
+def _verdict(status="correct", eager=2.0, compile_=1.3, cand_ms=0.1):
+    from stitch_lsp.verdict import Timing, TimingStats, Verdict, VerdictStatus
+
+    return Verdict(status=VerdictStatus(status), summary="",
+                   timing=Timing(status="measured", speedup_vs_eager=eager, speedup_vs_compile=compile_,
+                                 candidate=TimingStats(median_ms=cand_ms)))
+
+
+def test_goals_that_trigger_a_profile():
+    from stitch_lsp.benchsuite.tasks import BenchTask
+
+    mem = BenchTask(name="pw", path="pw.py", expected_bound="memory", min_bytes=270_000_000)
+    assert not runner.misses_goal(_verdict(cand_ms=0.1), mem, 3000.0)  # 2700 GB/s = 90%
+    assert runner.misses_goal(_verdict(cand_ms=0.2), mem, 3000.0)  # 1350 GB/s
+    assert runner.misses_goal(_verdict(eager=1.2), mem, 3000.0)
+    assert runner.misses_goal(_verdict(compile_=1.05), mem, 3000.0)
+    assert runner.misses_goal(_verdict(compile_=None), None, None)
+    assert not runner.misses_goal(_verdict(status="incorrect", eager=0.5), mem, 3000.0)
+    assert not runner.misses_goal(_verdict(cand_ms=0.2), mem, None)  # no bandwidth: speedups only
+
+
+def test_misses_mode_profiles_only_the_misses(monkeypatch):
+    calls = []
+
+    class Inner:
+        def __init__(self, verdict):
+            self.verdict = verdict
+
+        def verify(self, source, candidate, options, **kwargs):
+            calls.append(("verify", options.profile))
+            return self.verdict
+
+    def fake_profile(self, source, candidate, options, cancel):
+        calls.append(("profile", cancel))
+        return "the profile"
+
+    monkeypatch.setattr(runner.OptionsVerifier, "_profile", fake_profile)
+    good = runner.OptionsVerifier(Inner(_verdict()), profile="misses")
+    assert good.verify("s", "c", cancel="tok").profile.status == "skipped"
+    slow = runner.OptionsVerifier(Inner(_verdict(eager=1.1)), profile="misses")
+    assert slow.verify("s", "c", cancel="tok").profile == "the profile"
+    assert calls == [("verify", False), ("verify", False), ("profile", "tok")]
+    runner.configure(profile=False)
+    assert runner._state.profile == "none"
+    with pytest.raises(ValueError):
+        runner.configure(profile="sometimes")
+    runner.configure(profile="all")

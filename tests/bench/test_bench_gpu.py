@@ -45,7 +45,7 @@ def test_real_pipeline_without_a_gpu_ends_each_task_with_a_reason(tmp_path):
         pytest.skip("a GPU is visible: test_two_tasks_end_to_end covers this machine")
     options = BenchOptions(tasks_dir=SUITE, run_dir=tmp_path / "run", coder="template",
                            filter=TaskFilter(globs=["pw_gelu_scale_fp32", "red_sum_middle_dim_fp32"]),
-                           task_timeout_s=280, command="pytest", profile=False)
+                           task_timeout_s=280, command="pytest", profile="none")
     out = io.StringIO()
     report = run_bench(options, Settings(trusted=True), out=out)
     assert len(report.results) == 2, out.getvalue()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 from stitch_lsp.benchsuite.results import INTERRUPTED, TaskResult
@@ -108,3 +107,32 @@ def test_budget_stops_starting_new_tasks():
     assert len(listener.results) == 3  # started at 0, 10 and 20
     assert outcome.stopped_by_budget and not outcome.interrupted
     assert len(outcome.not_run) == 7
+
+
+def test_progress_printer_heartbeat_names_what_is_still_running(tmp_path):
+    import io
+
+    from stitch_lsp.benchsuite.store import RunStore
+    from stitch_lsp.benchsuite.suite import ProgressPrinter
+
+    now = [100.0]
+    out = io.StringIO()
+    printer = ProgressPrinter(out, RunStore(tmp_path), total=3, done=1, verbose=False, heartbeat_s=30,
+                              clock=lambda: now[0])
+    task = BenchTask(name="red_softmax_causal_fp32", path="x.py")
+    printer.started("0", task)
+    printer.progress("0", task, "timing eager / compile / candidate")
+    now[0] += 10
+    printer.tick()
+    assert "running" not in out.getvalue()  # not yet
+    now[0] += 25
+    printer.tick()
+    assert "running: gpu 0: red_softmax_causal_fp32 (timing, 35 s)" in out.getvalue()
+    assert "timing eager" not in out.getvalue()  # stage lines only with --verbose
+    printer.finished("0", task, TaskResult(name=task.name, status="incorrect", reason="failed seed-1"), None)
+    assert "[  2/3] gpu 0: red_softmax_causal_fp32: incorrect: failed seed-1" in out.getvalue()
+    assert (tmp_path / "results" / "red_softmax_causal_fp32.json").is_file()
+    before = out.getvalue()
+    now[0] += 100
+    printer.tick()
+    assert out.getvalue() == before  # nothing running, nothing to say

@@ -433,3 +433,16 @@ async def test_closing_the_document_cancels_its_job(tmp_path):
         await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 10, "progress to end")
         assert client.progress_reports[token][-1].message == "cancelled: the document was closed"
         await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")
+
+
+@pytest.mark.nvcc
+async def test_hover_at_a_launch_site_carries_the_ptxas_figures(tmp_path):
+    cu = workspace(tmp_path)
+    async with running_server(tmp_path, capabilities=pull_capabilities(), settings={"onSave": {"compile": True, "verify": False}},
+                              initialization_options=TRUSTED, env=env(tmp_path)) as client:
+        uri = open_doc(client, cu)
+        save_doc(client, uri)
+        await hint_labels_until(client, uri, lambda ls: any("regs" in label for label in ls), timeout=120)
+        card = await hover(client, uri, LAUNCH_LINE, 6)
+        assert "#### `fused_gelu_scale`" in card and "registers / thread" in card
+        assert "Not profiled yet" in card and "stitch verify-kernel gelu.cu:fused_gelu_scale --profile" in card

@@ -11,13 +11,16 @@ export type ProbeResult =
   | { ok: true; version: string }
   | { ok: false; kind: "not-found" | "not-importable" | "timeout" | "failed"; detail: string };
 
-const PROBE_SOURCE = "import stitch_lsp, sys; sys.stdout.write(getattr(stitch_lsp, '__version__', '?'))";
+// The server module, not only the package: a broken install (pygls or lsprotocol missing)
+// is caught here, with the install command, instead of as a crash at start.
+const PROBE_SOURCE =
+  "import sys, stitch_lsp, stitch_lsp.lsp.server; sys.stdout.write(getattr(stitch_lsp, '__version__', '?'))";
 
 export function probeServer(
   python: string,
   options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {},
 ): Promise<ProbeResult> {
-  const timeoutMs = options.timeoutMs ?? 20_000;
+  const timeoutMs = options.timeoutMs ?? 30_000;
   return new Promise((resolve) => {
     execFile(
       python,
@@ -33,7 +36,7 @@ export function probeServer(
           resolve({ ok: false, kind: "not-found", detail: `${python}: ${err.code === "ENOENT" ? "no such file or command" : "not executable"}` });
         } else if (err.killed || err.signal === "SIGTERM") {
           resolve({ ok: false, kind: "timeout", detail: `${python} did not answer within ${Math.round(timeoutMs / 1000)} s` });
-        } else if (/No module named '?stitch_lsp'?/.test(stderr)) {
+        } else if (/No module named '?stitch_lsp'?(\s|$)/.test(stderr)) {
           resolve({ ok: false, kind: "not-importable", detail: lastLine(stderr) });
         } else {
           resolve({ ok: false, kind: "failed", detail: lastLine(stderr) || String(err.message) });

@@ -37,7 +37,7 @@ export interface SetTrustedParams {
   trusted: boolean;
 }
 
-/** Notification, client → server, when the stored API key changes (`null`: removed). */
+/** Notification, client → server, when the stored API key changes. (A removed key restarts the server instead: its environment held the key.) */
 export const SET_API_KEY_NOTIFICATION = "stitch/setApiKey";
 export interface SetApiKeyParams {
   apiKey: string | null;

@@ -36,6 +36,7 @@ import {
   type StatusParams,
 } from "../core/protocol";
 import type { Redactor } from "../core/redact";
+import { editorArguments } from "../core/commandArgs";
 import { needsEditorArguments } from "../core/report";
 import { CrashPolicy, withTimeout } from "../core/restartPolicy";
 import {
@@ -123,7 +124,7 @@ export class ServerController implements vscode.Disposable {
         this.policy.reset();
       }
       await this.stopNow();
-      await this.startNow(reason);
+      await this.startNow(reason, byUser);
     });
     return this.queue;
   }
@@ -151,10 +152,17 @@ export class ServerController implements vscode.Disposable {
 
   async sendApiKey(apiKey: string | undefined): Promise<void> {
     this.redactor.add(apiKey);
-    if (this.client && this.running) {
-      await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey: apiKey ?? null });
-      await this.fetchLlmStatus(this.client);
+    if (!(this.client && this.running)) {
+      return;
     }
+    if (apiKey === undefined) {
+      // The server process was started with the removed key in its environment, which
+      // the server falls back to: only a new process is really rid of it.
+      await this.restart("the Anthropic API key was removed", true);
+      return;
+    }
+    await this.client.sendNotification(SET_API_KEY_NOTIFICATION, { apiKey });
+    await this.fetchLlmStatus(this.client);
   }
 
   /** The server settings the user set explicitly, for `workspace/configuration` and `initializationOptions`. */
@@ -175,7 +183,7 @@ export class ServerController implements vscode.Disposable {
     return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath);
   }
 
-  private async startNow(reason: string): Promise<void> {
+  private async startNow(reason: string, byUser: boolean): Promise<void> {
     this.setState("starting");
     this.failureShown = false;
     const folders = this.workspaceFolders();
@@ -196,21 +204,28 @@ export class ServerController implements vscode.Disposable {
     if (!probe.ok) {
       const advice = installAdvice(interpreter.command, probe, findSourceCheckout(folders));
       this.output.error(advice.message);
-      this.setState("failed", probe.kind === "not-found" ? "Python not found" : "stitch_lsp is not installed");
+      const short = {
+        "not-found": "Python not found",
+        "not-importable": "stitch_lsp is not installed",
+        timeout: "Python did not answer",
+        failed: "stitch_lsp does not import",
+      }[probe.kind];
+      this.setState("failed", short);
       this.events.onServerCommands([]);
-      void this.showInstallAdvice(advice.message, advice.command);
+      void this.showInstallAdvice(advice.message, advice.command, interpreter.command, byUser);
       return;
     }
     this.output.info(`stitch_lsp ${probe.version} found in ${interpreter.command}`);
-    const key = await this.apiKey();
-    this.redactor.add(key);
-    const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
-    this.output.info(`Launching: ${describeLaunch(spec)}`);
 
     const client = new StitchLanguageClient(
       "stitch",
       "Stitch",
+      // Called again for every automatic restart: the key is read afresh each time.
       async () => {
+        const key = await this.apiKey();
+        this.redactor.add(key);
+        const spec = buildLaunch({ python: interpreter.command, cwd, baseEnv: process.env, apiKey: key });
+        this.output.info(`Launching: ${describeLaunch(spec)}`);
         this.stderrTail = [];
         this.childExit = undefined;
         const child = spawnServer(spec);
@@ -438,8 +453,17 @@ export class ServerController implements vscode.Disposable {
       });
   }
 
-  private async showInstallAdvice(message: string, command: string): Promise<void> {
-    const choice = await vscode.window.showErrorMessage(message, "Install in Terminal", "Set stitch.python", "Show Output");
+  /**
+   * The install advice, once per start. The extension activates for every Python file, so
+   * a user who does not want Stitch in this interpreter can silence it (the status bar still
+   * says why the server is not running).
+   */
+  private async showInstallAdvice(message: string, command: string, python: string, byUser: boolean): Promise<void> {
+    const muteKey = `stitch.installAdvice.muted:${python}`;
+    if (!byUser && this.context.globalState.get<boolean>(muteKey)) {
+      return;
+    }
+    const choice = await vscode.window.showErrorMessage(message, "Install in Terminal", "Set stitch.python", "Don't Show Again");
     if (choice === "Install in Terminal") {
       const terminal = vscode.window.createTerminal({ name: "Stitch: install" });
       terminal.show();
@@ -449,8 +473,8 @@ export class ServerController implements vscode.Disposable {
       );
     } else if (choice === "Set stitch.python") {
       await vscode.commands.executeCommand("workbench.action.openSettings", "stitch.python");
-    } else if (choice === "Show Output") {
-      this.output.show(true);
+    } else if (choice === "Don't Show Again") {
+      await this.context.globalState.update(muteKey, true);
     }
   }
 
@@ -491,7 +515,7 @@ export class ServerController implements vscode.Disposable {
     const title = COMMAND_TITLES[command as ServerCommand] ?? command;
     let finalArgs: unknown[] | undefined = args;
     if (needsEditorArguments(args) && command in COMMAND_ARGUMENTS && client) {
-      finalArgs = this.editorArguments(client, command as ServerCommand, title);
+      finalArgs = this.editorArguments(client, command as ServerCommand);
       if (finalArgs === undefined) {
         return undefined;
       }
@@ -516,30 +540,22 @@ export class ServerController implements vscode.Disposable {
     }
   }
 
-  private editorArguments(client: LanguageClient, command: ServerCommand, title: string): unknown[] | undefined {
-    const needs = COMMAND_ARGUMENTS[command];
-    if (needs === "none") {
-      return [];
-    }
+  private editorArguments(client: LanguageClient, command: ServerCommand): unknown[] | undefined {
     const editor = vscode.window.activeTextEditor;
-    if (needs === "uri+position?") {
-      return editor
-        ? [client.code2ProtocolConverter.asUri(editor.document.uri), client.code2ProtocolConverter.asPosition(editor.selection.active)]
-        : [];
-    }
-    if (!editor) {
-      void vscode.window.showInformationMessage(`Stitch: ${title} works on the active editor; open a file first.`);
+    const c2p = client.code2ProtocolConverter;
+    const result = editorArguments(
+      command,
+      editor && {
+        uri: c2p.asUri(editor.document.uri),
+        selection: c2p.asRange(editor.selection),
+        cursor: c2p.asPosition(editor.selection.active),
+      },
+    );
+    if (!result.ok) {
+      void vscode.window.showInformationMessage(result.message);
       return undefined;
     }
-    const uri = client.code2ProtocolConverter.asUri(editor.document.uri);
-    if (needs === "uri+range") {
-      if (editor.selection.isEmpty) {
-        void vscode.window.showInformationMessage(`Stitch: select the PyTorch code to fuse first.`);
-        return undefined;
-      }
-      return [uri, client.code2ProtocolConverter.asRange(editor.selection)];
-    }
-    return [uri, client.code2ProtocolConverter.asPosition(editor.selection.active)];
+    return result.args;
   }
 
   dispose(): void {

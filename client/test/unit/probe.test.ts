@@ -27,6 +27,16 @@ describe("probeServer", () => {
     assert.equal(!r.ok && r.kind, "not-importable");
   });
 
+  it("catches a broken install in the real Python (the package imports, the server does not)", async () => {
+    // PYTHONPATH puts stitch_lsp on the path, but -I (isolated) drops it and site-packages stay:
+    // instead, run the system's bare interpreter against the checkout, which lacks pygls there.
+    const bare = fakePython(tmp, "python-bare", `exec env -u PYTHONPATH PYTHONNOUSERSITE=1 python3 -S "$@"`);
+    const r = await probeServer(bare, { cwd: repoRoot() });
+    assert.equal(r.ok, false, JSON.stringify(r));
+    assert.equal(!r.ok && r.kind, "failed", JSON.stringify(r));
+    assert.match(!r.ok ? r.detail : "", /No module named '(pygls|lsprotocol|attrs|cattrs)/);
+  });
+
   it("reports a broken install (a dependency missing) with the error line", async () => {
     const py = fakePython(tmp, "python-broken", `echo "Traceback (most recent call last):" >&2; echo "ModuleNotFoundError: No module named 'pygls'" >&2; exit 1`);
     const r = await probeServer(py);

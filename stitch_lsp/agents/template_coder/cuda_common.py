@@ -58,6 +58,12 @@ __device__ __forceinline__ void stitch_stv(T* __restrict__ p, const float* v) {
   }
 }
 
+__device__ __forceinline__ float stitch_tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float stitch_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float stitch_min(float a, float b) { return (a != a || a < b) ? a : b; }
 """

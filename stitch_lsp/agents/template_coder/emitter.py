@@ -178,7 +178,8 @@ class Emitter:
             expr = template.format(**names)
             if node.dtype == "bool":
                 expr = f"(({expr}) != 0.f ? 1.f : 0.f)"
-            elif node.op in ("aten._to_copy.default", "prims.convert_element_type.default"):
+            else:
+                # Eager PyTorch rounds every half-precision op's result; so do we, to give its answers.
                 expr = _round_to(expr, node.dtype)
             var = self.fresh()
             self.emit(f"const float {var} = {expr};")

@@ -42,6 +42,22 @@ class KernelSpec:
     bytes_moved: int = 0
 
 
+def _finish(src: str, group: Group, index: dict[str, OpNode]) -> str:
+    """32-bit index arithmetic where every tensor fits (64-bit division is slow); fast math for half outputs."""
+    biggest = max([index[n].numel for n in group.nodes] + [index[i].numel for i in group.inputs] + [1])
+    head, marker, body = src.partition("extern \"C\"")
+    if biggest < (1 << 30):
+        body = re.sub(r"\b(\d+)LL\b", r"\1", body).replace("long long", "int")
+    if all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs):
+        # Results are rounded to 8 (bf16) or 11 (fp16) mantissa bits: the approximate units are exact enough.
+        body = re.sub(r"\bexpf\(", "__expf(", body)
+        body = re.sub(r"\blogf\(", "__logf(", body)
+        body = re.sub(r"\btanhf\(", "stitch_tanh_approx(", body)
+        body = re.sub(r"\bsinf\(", "__sinf(", body)
+        body = re.sub(r"\bcosf\(", "__cosf(", body)
+    return head + marker + body
+
+
 def _c_type(dtype: str) -> str:
     return {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "unsigned char"}[dtype]
 
@@ -165,6 +181,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({w.signature()}) 
   }}
 }}
 """
+    src = _finish(src, group, index)
     return KernelSpec(name=name, source=src, kind="pointwise", params=w.leaves + group.outputs,
                       outputs=list(group.outputs), grid=grid, block=THREADS,
                       note=f"{len(group.nodes)} ops, {domain} elements, {w.vec}-wide, {unroll} chunks/thread")
@@ -211,12 +228,15 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
     identity = [index[l].dtype for l in w.leaves if index[l].numel == domain] + [index[o].dtype for o in full_outs]
     w.vec = _vec_for(identity or ["float32"], row_len)
     per_row_chunks = math.ceil(row_len / w.vec)
+    # A warp per row while a thread holds at most 32 values; else a block, at most 16 values a thread;
+    # rows longer than that are streamed in a loop (re-read from L2) instead of held in registers.
     rt = 32
-    while rt < 1024 and math.ceil(per_row_chunks / rt) * w.vec > 16:
-        rt *= 2
+    if math.ceil(per_row_chunks / 32) * w.vec > 32:
+        rt = 64
+        while rt < 1024 and math.ceil(per_row_chunks / rt) * w.vec > 16:
+            rt *= 2
     items = math.ceil(per_row_chunks / rt)
-    if items * w.vec > MAX_ROW_ELEMS:
-        raise Unsupported(f"rows of {row_len} elements do not fit the register tile (at most {1024 * MAX_ROW_ELEMS})")
+    looped = items * w.vec > MAX_ROW_ELEMS
     block = 256 if rt == 32 else rt
     rows_per_block = block // rt
     em = w.em
@@ -231,13 +251,33 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
     em.emit(f"const long long rbase = row * {row_len}LL;")
     prefixes = []
     guards = []
-    for k in range(items):
-        j = f"({k * rt} + lane) * {w.vec}"
-        exact = (k + 1) * rt * w.vec <= row_len
-        guard = "" if exact else f"j{k} < {row_len}"
-        em.emit(f"const int j{k} = {j};")
-        prefixes.append(w.declare_chunk(k, f"rbase + ({guard} ? j{k} : 0)" if guard else f"rbase + j{k}"))
-        guards.append(guard)
+
+    def open_loop() -> None:
+        # One chunk of VEC per iteration; the memo is scoped to the loop body.
+        em.emit("#pragma unroll 4")
+        em.emit(f"for (int it = 0; it < {items}; ++it) {{")
+        em.indent += "  "
+        em.emit(f"const int j0 = (it * {rt} + lane) * {w.vec};")
+        if items * rt * w.vec > row_len:
+            em.emit(f"if (j0 >= {row_len}) break;")
+        em.memo = {}
+        w.vec_loaded = {}
+        w.declare_chunk(0, "rbase + j0")
+
+    def close_loop() -> None:
+        em.indent = em.indent[:-2]
+        em.emit("}")
+        em.memo = {}
+        w.vec_loaded = {}
+
+    if not looped:
+        for k in range(items):
+            j = f"({k * rt} + lane) * {w.vec}"
+            exact = (k + 1) * rt * w.vec <= row_len
+            guard = "" if exact else f"j{k} < {row_len}"
+            em.emit(f"const int j{k} = {j};")
+            prefixes.append(w.declare_chunk(k, f"rbase + ({guard} ? j{k} : 0)" if guard else f"rbase + j{k}"))
+            guards.append(guard)
     nred = len(reductions)
     if rt > 32:
         em.emit(f"__shared__ float red[{max(nred, 1)}][32];")
@@ -247,6 +287,12 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
         dims, src = reduction_dims(node, index)
         acc = em.fresh("acc")
         em.emit(f"float {acc} = {_IDENTITY[how]};")
+        if looped:
+            open_loop()
+            for v in range(w.vec):
+                val = em.value(src.name, f"e0_{v}")
+                em.emit(f"{acc} = {_COMBINE[how].format(a=acc, b=val)};")
+            close_loop()
         for k, prefix in enumerate(prefixes):
             for v in range(w.vec):
                 val = em.value(src.name, f"{prefix}{v}")
@@ -266,29 +312,38 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
         if node.dtype != "float32":
             em.emit(f"{acc} = {_round(acc, node.dtype)};")
         em.row_values[r] = acc
+    if looped:
+        open_loop()
+        prefixes, guards = ["e0_"], [""]
     stores: list[str] = []
     group_outputs = group.outputs
     group.outputs = full_outs
     for k, prefix in enumerate(prefixes):
         stores += w.store(k, prefix, guards[k])
     group.outputs = group_outputs
+    # Full outputs keep their positions in the parameter list; re-map store targets.
+    stores = [_retarget(s, full_outs, group.outputs) for s in stores]
+    if looped:
+        em.lines += [em.indent + s for s in stores]
+        stores = []
+        close_loop()
     for o in row_outs:
         val = em.value(o, "row")
         o_idx = group.outputs.index(o)
         stores.append(f"if (lane == 0) out{o_idx}[row] = stitch_from_float<{_c_type(index[o].dtype)}>({val});")
-    # Full outputs keep their positions in the parameter list; re-map store targets.
-    stores = [_retarget(s, full_outs, group.outputs) for s in stores]
     body = em.lines + ["  " + s for s in stores]
     src = PREAMBLE + f"""
 extern "C" __global__ void __launch_bounds__({block}) {name}({w.signature()}) {{
 {chr(10).join(body)}
 }}
 """
+    src = _finish(src, group, index)
     grid = math.ceil(rows / rows_per_block)
     return KernelSpec(name=name, source=src, kind="row_reduction", params=w.leaves + group.outputs,
                       outputs=list(group.outputs), grid=grid, block=block,
                       note=(f"{len(group.nodes)} ops, {rows} rows of {row_len}, "
-                            f"{'a warp' if rt == 32 else f'{rt} threads'} per row, {w.vec}-wide"))
+                            f"{'a warp' if rt == 32 else f'{rt} threads'} per row, {w.vec}-wide"
+                            + (", streamed (the row does not fit in registers)" if looped else "")))
 
 
 def _round(expr: str, dtype: str) -> str:

@@ -2,40 +2,10 @@
 
 from __future__ import annotations
 
-from tree_sitter import Node
-
-from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, Access, FunctionFacts, index_expr
-from stitch_lsp.analysis.cuda_text import squash
+from stitch_lsp.analysis.cuda_facts import Access, FunctionFacts
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
-from stitch_lsp.analysis.rules.guards import thread_dependent_control
+from stitch_lsp.analysis.rules.shared_memory import shared_events
 from stitch_lsp.findings import Severity
-
-
-def _canonical_index(facts: FunctionFacts, a: Access) -> str:
-    """Index text with plain aliases resolved (`tid` for `int tid = threadIdx.x;`)."""
-    parts = []
-    for idx in a.indices:
-        node: Node = index_expr(idx)
-        for _ in range(4):
-            if node.type != "identifier":
-                break
-            defs = facts.defs.get(facts.text(node), [])
-            if len(defs) != 1 or defs[0].type not in ("identifier", "field_expression"):
-                break
-            node = defs[0]
-        parts.append(squash(facts.text(node)))
-    return "][".join(parts)
-
-
-def _single_thread(facts: FunctionFacts, cond: Node | None) -> bool:
-    """`tid == 0` (possibly `&& ...`): at most one thread of the block passes."""
-    if cond is None or cond.type != "binary_expression":
-        return False
-    op = facts.text(cond.child_by_field_name("operator"))
-    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
-    if op == "&&":
-        return _single_thread(facts, left) or _single_thread(facts, right)
-    return op == "==" and facts.depends_on_thread(cond)
 
 
 class SharedRace(Rule):
@@ -45,35 +15,12 @@ class SharedRace(Rule):
     def check(self, facts: FunctionFacts, out: Emitter) -> None:
         if facts.is_host_code:
             return
-        shared = facts.shared_names()
-        if not shared:
+        if not facts.shared_names():
             return
-        events: list[tuple[int, int, str, Access | None]] = []
-        for a in facts.accesses:
-            if a.base not in shared:
-                continue
-            if a.is_read:
-                events.append((a.node.start_byte, 1, "read", a))
-            if a.is_write:
-                events.append((a.order, 2, "write", a))
-        if not any(kind == "write" for _, _, kind, _ in events):
+        ev = shared_events(facts)
+        if not ev.has_writes:
             return
-        barriers = [c.node.start_byte for c in facts.calls if c.name in BLOCK_BARRIERS | WARP_BARRIERS]
-        barriers += [c.node.start_byte for c in facts.method_calls if c.name == "sync"]
-        events += [(b, 0, "barrier", None) for b in barriers]
-        events.sort(key=lambda e: (e[0], e[1]))
-        canon = {id(a): _canonical_index(facts, a) for _, _, k, a in events if a is not None}
-
-        def same_thread(w: Access, r: Access) -> bool:
-            """The read sees only what its own thread wrote."""
-            if canon[id(w)] == canon[id(r)] and any(
-                    facts.depends_on_thread(index_expr(i)) for i in w.indices):
-                return True  # each thread owns its slot
-            # Written and read inside one `if (tid == 0)`-style branch: a single thread.
-            owner = thread_dependent_control(facts, w.node.start_byte)
-            return (owner is not None and owner.kind == "if" and owner.governs(r.node.start_byte)
-                    and _single_thread(facts, owner.cond))
-
+        events, barriers, same_thread = ev.events, ev.barriers, ev.same_thread
         flagged: set[int] = set()
         pending: dict[str, list[Access]] = {}
         for _, _, kind, a in events:

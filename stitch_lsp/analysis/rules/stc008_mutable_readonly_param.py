@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from stitch_lsp.analysis.cuda_declarations import Param
 from stitch_lsp.analysis.cuda_facts import ATOMICS, FunctionFacts
 from stitch_lsp.analysis.cuda_text import operands
@@ -76,21 +78,20 @@ def _pointer_names(facts: FunctionFacts, node) -> set[str]:
     return set()
 
 
-def _is_read_only(facts: FunctionFacts, p: Param) -> bool:
-    names = _aliases(facts, p.info.name)
+def _touched_names(facts: FunctionFacts) -> set[str]:
+    """Names written through, or handed to code we do not see (which may write)."""
+    touched: set[str] = set()
     for target in _write_targets(facts):
-        if facts.base_names(target) & names:
-            return False
+        touched |= facts.base_names(target)
     for c in (*facts.calls, *facts.method_calls):
-        if c.name in READ_ONLY_CALLS:
-            continue
-        if any(_pointer_names(facts, arg) & names for arg in c.args):
-            return False  # handed to code we do not see: it may write
+        if c.name not in READ_ONLY_CALLS:
+            for arg in c.args:
+                touched |= _pointer_names(facts, arg)
     for launch in facts.launches:
         args = launch.node.child_by_field_name("arguments")
-        if args is not None and facts.base_names(args) & names:
-            return False
-    return True
+        if args is not None:
+            touched |= facts.base_names(args)
+    return touched
 
 
 class MutableReadOnlyParam(Rule):
@@ -100,12 +101,16 @@ class MutableReadOnlyParam(Rule):
     def check(self, facts: FunctionFacts, out: Emitter) -> None:
         if not facts.is_global or facts.body is None:
             return
-        used = facts.refs(facts.body)
-        for p in facts.params:
+        candidates = [p for p in facts.params if p.info.is_pointer and not p.info.is_const]
+        if not candidates:
+            return
+        body = facts.src[facts.body.start_byte:facts.body.end_byte]
+        touched = _touched_names(facts)
+        for p in candidates:
             info = p.info
-            if not info.is_pointer or info.is_const or info.name not in used:
-                continue
-            if not _is_read_only(facts, p):
+            if not re.search(rb"\b" + re.escape(info.name.encode()) + rb"\b", body):
+                continue  # unused: nothing to say
+            if _aliases(facts, info.name) & touched:
                 continue
             edits = [out.insert_before(p.node, "const ")]
             if not info.is_restrict and p.star is not None:

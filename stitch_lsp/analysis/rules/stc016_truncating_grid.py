@@ -45,7 +45,10 @@ class TruncatingGrid(Rule):
                     continue
                 left, right = hit
                 l, r = squash(facts.text(left)), squash(facts.text(right))
-                fixed = f"({l} + {r} - 1) / {r}"
+                if right.type == "number_literal" and facts.resolve_int(right):
+                    fixed = f"({l} + {facts.resolve_int(right) - 1}) / {r}"
+                else:
+                    fixed = f"({l} + {r} - 1) / {r}"
                 out.emit(part, f"grid `{squash(facts.text(part))}` rounds down, so the last `{l} % {r}` elements "
                                f"get no thread; round up with `{fixed}`",
                          fix=Fix(title=f"Round the grid up: `{fixed}`", edits=(out.replace(part, fixed),)))

@@ -79,6 +79,8 @@ class KernelChecks:
         self.kernels: dict[tuple[str, str], KernelState] = {}  # (path, kernel) -> state
         self.last: LastVerdict | None = None
         self.last_report: str | None = None
+        # What was last shown per (uri, source): unchanged results are not re-sent on every keystroke.
+        self._shown: dict[tuple[str, str, int], list[Any]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------------
     def checker(self) -> KernelChecker:
@@ -111,11 +113,18 @@ class KernelChecks:
         return result
 
     # -- hooks ----------------------------------------------------------------------------------------
+    def _show(self, uri: str, source: str, items: list[Any], store: Any) -> None:
+        key = (uri, source, id(store))
+        if self._shown.get(key) == items:
+            return
+        self._shown[key] = list(items)
+        store.set(uri, source, items)
+
     def on_analysis(self, uri: str, analysis: Any) -> None:
         result = self.pair(uri, analysis)
         if result is None:
             return
-        self.server.diagnostics.set(uri, PAIRING_SOURCE, result.findings)
+        self._show(uri, PAIRING_SOURCE, result.findings, self.server.diagnostics)
         self.refresh(uri)
 
     async def on_save(self, uri: str) -> None:
@@ -126,7 +135,7 @@ class KernelChecks:
         result = self.pair(uri)
         if result is None:
             return
-        server.diagnostics.set(uri, PAIRING_SOURCE, result.findings)
+        self._show(uri, PAIRING_SOURCE, result.findings, server.diagnostics)
         if server.trusted and server.settings.on_save.verify:
             on_save = server.settings.on_save
             for pairing in result.pairs:
@@ -135,6 +144,8 @@ class KernelChecks:
 
     def on_close(self, uri: str) -> None:
         self.pairings.pop(uri, None)
+        for key in [k for k in self._shown if k[0] == uri]:
+            del self._shown[key]
 
     def on_settings_changed(self, settings: Settings) -> None:
         if not self.server.trusted:
@@ -263,8 +274,8 @@ class KernelChecks:
             kernel_line = _kernel_line(self.server, uri, name)
             if kernel_line is not None:
                 hints.append(status_hint(path, _end_of_line(kernel_line, lines), "not verified: pairing problem", why))
-        server.hints.set(uri, VERIFY_SOURCE, hints)
-        server.diagnostics.set(uri, VERIFY_SOURCE, findings)
+        self._show(uri, VERIFY_SOURCE, hints, server.hints)
+        self._show(uri, VERIFY_SOURCE, findings, server.diagnostics)
 
     def pairing_at(self, uri: str, position: Position, name: str | None = None) -> tuple[Pairing | None, str, str]:
         """(pairing, kernel name, problem) for the kernel whose name or launch is at ``position``."""

@@ -1,0 +1,247 @@
+""""Stitch: fuse N ops into a CUDA kernel": the code action, its job, and the edit it offers.
+
+Listing the action is pure analysis (tree-sitter, no GPU, no code run). Choosing
+it runs a background job (planning → generating → compiling → checking →
+timing) with work-done progress that the user can cancel; an edit of the
+document cancels it. A passing, unflagged verdict is offered as one versioned
+WorkspaceEdit (new kernel module, loader, the selection replaced by a call) that
+the client asks the user to confirm, labelled with the measured speedups; any
+other ending leaves the user's files alone and says why, on the selection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.uris import from_fs_path
+
+from stitch_lsp.agents.fuse_edit import FuseEdit, build_edit, names_for
+from stitch_lsp.agents.fuse_region import prepare
+from stitch_lsp.agents.fuse_service import FuseOutcome, fuse_task
+from stitch_lsp.agents.llm_coder import key_configured
+from stitch_lsp.agents.shapes import comment_template, resolve
+from stitch_lsp.analysis.python_region import extract_region
+from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
+from stitch_lsp.jobs import JobSpec
+from stitch_lsp.lsp.progress import job_queue
+from stitch_lsp.lsp.server import StitchServer
+
+log = logging.getLogger(__name__)
+
+FUSE = "stitch.fuse"
+SOURCE = "fuse"
+ANNOTATION = "stitch-fuse"
+
+
+def _lines(rng: Range, text: str) -> tuple[int, int]:
+    start, end = rng.start.line, rng.end.line
+    if end > start and rng.end.character == 0:
+        end -= 1  # a selection of whole lines ends at column 0 of the next one
+    return start, end
+
+
+class Fuser:
+    def __init__(self, server: StitchServer) -> None:
+        self.server = server
+        self._verifier: Any = None
+        self._lock = threading.Lock()
+
+    def verifier(self) -> Any:
+        with self._lock:
+            if self._verifier is None:
+                from stitch_lsp.jobs.kernel_check import verifier_factory
+
+                root = self.server.root or Path.cwd()
+                self._verifier = verifier_factory()(self.server.settings, Path(root))
+            return self._verifier
+
+    # -- listing (instant, no GPU) ---------------------------------------------------------
+    def actions(self, uri: str, rng: Range, context: Any) -> list[lsp.CodeAction]:
+        if not self.server.is_python(uri) or rng.start == rng.end:
+            return []
+        doc = self.server.document(uri)
+        if doc is None:
+            return []
+        start, end = _lines(rng, doc.source)
+        region = extract_region(doc.source, start, end, self.server.path_of(uri))
+        if region.op_count < 2 and not region.problems:
+            return []
+        title = f"Stitch: fuse {region.op_count} ops into a CUDA kernel"
+        if region.problems:
+            if region.op_count == 0 and any("no tensor ops" in p for p in region.problems):
+                return []
+            return [lsp.CodeAction(title=title, kind=lsp.CodeActionKind.RefactorRewrite,
+                                   disabled=lsp.CodeActionDisabled(reason="; ".join(region.problems)))]
+        shapes = resolve(region, doc.source, self.server.settings.shapes)
+        if shapes.missing:
+            line = region.range.start.line
+            comment = comment_template(region, shapes) + "\n"
+            fix = lsp.CodeAction(
+                title="Stitch: add a shape comment for " + ", ".join(shapes.missing),
+                kind=lsp.CodeActionKind.QuickFix,
+                edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(
+                    range=lsp.Range(start=lsp.Position(line, 0), end=lsp.Position(line, 0)), new_text=comment)]}),
+            )
+            disabled = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.RefactorRewrite,
+                                      disabled=lsp.CodeActionDisabled(
+                                          reason="no shapes for " + ", ".join(shapes.missing)
+                                          + ": add a `# stitch: name=[dims] dtype` comment above the selection"))
+            return [fix, disabled]
+        actions = [lsp.CodeAction(
+            title=title, kind=lsp.CodeActionKind.RefactorRewrite,
+            command=lsp.Command(title=title, command=FUSE, arguments=[uri, doc.version, start, end]),
+        )]
+        if key_configured():  # the LLM Coder's loop, whatever settings.coder says
+            claude = f"{title} with Claude"
+            actions.append(lsp.CodeAction(
+                title=claude, kind=lsp.CodeActionKind.RefactorRewrite,
+                command=lsp.Command(title=claude, command=FUSE, arguments=[uri, doc.version, start, end, "llm"]),
+            ))
+        return actions
+
+    # -- running ------------------------------------------------------------------------------
+    def start(self, uri: str, version: int | None, start: int, end: int, coder: str | None = None) -> dict[str, Any]:
+        server = self.server
+        doc = server.document(uri)
+        if doc is None:
+            return self._fail(uri, None, "the document is not open")
+        if version is not None and doc.version is not None and doc.version != version:
+            return self._fail(uri, None, "the document changed since the action was offered; select again")
+        settings = server.settings
+        if not server.trusted:
+            return self._fail(uri, None, "Stitch runs code (tracing, kernels) only in trusted workspaces: "
+                                         "trust this workspace to fuse")
+        source = doc.source
+        path = server.path_of(uri)
+        root = Path(server.root or Path(path).parent)
+        try:
+            rel = str(Path(path).resolve().relative_to(root.resolve()))
+        except ValueError:
+            rel = path
+        prepared = prepare(source, rel, start, end, settings)
+        if prepared.task is None:
+            return self._fail(uri, prepared.region.range, prepared.problem)
+        task = prepared.task
+        module_path, func = names_for(task, settings)
+        doc_version = doc.version
+        server.diagnostics.set(uri, SOURCE, [])
+
+        coder = coder or settings.coder
+        # Each LLM round is a model call plus a verification.
+        llm_rounds = max(1, settings.rounds) if coder == "llm" or (coder == "auto" and key_configured()) else 0
+        timeout_s = (settings.verify_timeout_s + 180) * (1 + llm_rounds)
+
+        def run(cancel, report) -> FuseOutcome:
+            return fuse_task(task, settings, coder=coder, verifier=self.verifier(), cancel=cancel,
+                             report=report, workdir=root, edit_namer=lambda _o: (module_path, func))
+
+        spec = JobSpec(key=f"fuse:{coder}:{uri}:{task.key()}",
+                       title=f"Stitch: fuse {prepared.region.op_count} ops" + (" with Claude" if coder == "llm" else ""),
+                       run=run, document_uri=uri, gpu=True, gpu_index=settings.gpu_index,
+                       timeout_s=timeout_s)
+        job = job_queue(server).submit(spec)
+
+        def done(future: Any) -> None:
+            server.call_soon(lambda: self._finish(uri, doc_version, prepared, module_path, func, future, root))
+
+        job.future.add_done_callback(done)
+        return {"job": job.id, "task": task.key()}
+
+    def _finish(self, uri, version, prepared, module_path, func, future, root: Path) -> None:
+        server = self.server
+        rng = prepared.region.range
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._fail(uri, rng, f"the fuse job ended: {exc}")
+            return
+        outcome: FuseOutcome = future.result()
+        self._publish_rubric(outcome)
+        if not outcome.offerable:
+            self._fail(uri, rng, outcome.message or "no kernel to offer",
+                       warning=outcome.verdict is not None and outcome.verdict.status.value == "no_gpu",
+                       related=(outcome.plan_text.splitlines()[0],) if outcome.plan_text else ())
+            return
+        doc = server.document(uri)
+        if doc is None or doc.version != version:
+            self._fail(uri, rng, "the document changed while the kernel was being made; nothing was applied")
+            return
+        edit = build_edit(prepared.task, outcome.plan.graph, doc.source, outcome.edit_files, module_path, func,
+                          indent=prepared.region.indent, returns=prepared.region.returns)
+        label = f"Stitch: {outcome.message}"
+        server.show_message(label, lsp.MessageType.Info)
+        params = lsp.ApplyWorkspaceEditParams(edit=self.workspace_edit(uri, version, edit, root, label), label=label)
+        try:
+            server.workspace_apply_edit(params)
+        except Exception:
+            log.exception("workspace/applyEdit failed")
+
+    def _publish_rubric(self, outcome: FuseOutcome) -> None:
+        """Rubric findings and hack flags as diagnostics on the generated files (``.stitch/tasks/...``)."""
+        by_path: dict[str, list[Finding]] = {}
+        for finding in outcome.findings:
+            by_path.setdefault(finding.path, []).append(finding)
+        for path, findings in by_path.items():
+            self.server.diagnostics.set(from_fs_path(path) or path, "rubric", findings)
+
+    def workspace_edit(self, uri: str, version: int | None, edit: FuseEdit, root: Path, label: str) -> lsp.WorkspaceEdit:
+        convert = self.server.converter(uri)
+        changes: list[Any] = []
+        for rel_path, text in edit.files.items():
+            target = root / rel_path
+            file_uri = from_fs_path(str(target)) or str(target)
+            keep = target.name == "__init__.py" and target.exists()
+            if keep:
+                continue
+            changes.append(lsp.CreateFile(uri=file_uri, options=lsp.CreateFileOptions(overwrite=True),
+                                          annotation_id=ANNOTATION))
+            changes.append(lsp.TextDocumentEdit(
+                text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=file_uri, version=None),
+                edits=[lsp.AnnotatedTextEdit(range=lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)), new_text=text,
+                                             annotation_id=ANNOTATION)]))
+        changes.append(lsp.TextDocumentEdit(
+            text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+            edits=[lsp.AnnotatedTextEdit(range=convert.range(e.range), new_text=e.new_text, annotation_id=ANNOTATION)
+                   for e in edit.edits]))
+        return lsp.WorkspaceEdit(
+            document_changes=changes,
+            change_annotations={ANNOTATION: lsp.ChangeAnnotation(label=label, needs_confirmation=True,
+                                                                 description="fused kernel, verified by Stitch")},
+        )
+
+    def _fail(self, uri: str, rng: Range | None, message: str, *, warning: bool = False,
+              related: tuple[str, ...] = ()) -> dict[str, Any]:
+        server = self.server
+        server.show_message(f"Stitch: {message}", lsp.MessageType.Warning if warning else lsp.MessageType.Error)
+        if rng is not None:
+            server.diagnostics.set(uri, SOURCE, [Finding(
+                path=server.path_of(uri), range=rng, severity=Severity.WARNING if warning else Severity.ERROR,
+                code="FUSE", message=message, source="stitch", related=related)])
+        return {"job": None, "message": message}
+
+
+def register(server: StitchServer) -> None:
+    fuser = Fuser(server)
+    server._stitch_fuser = fuser  # type: ignore[attr-defined]
+    server.code_action_providers.append(fuser.actions)
+
+    @server.command(FUSE)
+    def fuse_command(ls: StitchServer, *args: Any) -> dict[str, Any]:
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        if len(args) < 4:
+            return {"job": None, "message": "stitch.fuse takes [uri, version, startLine, endLine]"}
+        uri, version, start, end = args[:4]
+        coder = str(args[4]) if len(args) > 4 and args[4] else None  # "llm": the "with Claude" variant
+        try:
+            return fuser.start(str(uri), version, int(start), int(end), coder)
+        except Exception as exc:  # a bug here must not take the server down
+            log.exception("stitch.fuse failed")
+            return fuser._fail(str(uri), None, f"fuse failed: {type(exc).__name__}: {exc}")
+
+    _ = (Fix, TextEdit, Position)
