@@ -85,12 +85,17 @@ echo "stitch bench exited with $STATUS"
 } > "$RESULTS/$NAME.txt"
 [ -f "$RUN_DIR/report.json" ] && cp "$RUN_DIR/report.json" "$RESULTS/$NAME.json"
 cp "$RUN_DIR/progress.log" "$RESULTS/$NAME.log"
-tar -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$NAME-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
+tar --exclude="*.ncu-rep" --exclude="*.so" --exclude="*.o" --exclude="*.cubin" --exclude="*.fatbin" -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$NAME-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
 
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   for f in "$RESULTS/$NAME".txt "$RESULTS/$NAME".json "$RESULTS/$NAME".log "$RESULTS/$NAME-run.tar.gz"; do
-    [ -f "$f" ] && cp "$f" "$OUT/"
+    [ -f "$f" ] || continue
+    if [ "$(stat -c %s "$f")" -gt $((15 * 1024 * 1024)) ]; then
+      echo "not copied to \$OUT (over 15 MiB): $f"
+      continue
+    fi
+    cp "$f" "$OUT/"
   done
 fi
 echo "results: $RESULTS/$NAME.txt (.json, .log, -run.tar.gz)${OUT:+ and in $OUT}"

@@ -56,14 +56,14 @@ def describe(path: Path) -> dict:
 
 def render(rows: list[dict]) -> str:
     lines = [
-        "| task | what it models | inputs → output | dtype | bound | min bytes | FLOPs | floor (H100) |",
-        "|---|---|---|---|---|---:|---:|---:|",
+        "| task | level | what it models | inputs → output | dtype | bound | min bytes | FLOPs | floor (H100) |",
+        "|---|---|---|---|---|---|---:|---:|---:|",
     ]
     for r in rows:
         shapes = ", ".join(s.rsplit(" ", 1)[0] for s in r["inputs"]) + " → " + r["output"].rsplit(" ", 1)[0]
         flops = f"{r['flops'] / 1e9:.1f} G" if r["flops"] else "—"
         lines.append(
-            f"| `{r['name']}` | {r['what']} | {shapes} | {r['dtype']} | {r['bound']} "
+            f"| `{r['name']}` | {r['level']} | {r['what']} | {shapes} | {r['dtype']} | {r['bound']} "
             f"| {r['min_bytes'] / 1e6:.0f} MB | {flops} | {r['floor_ms'] * 1e3:.0f} µs |"
         )
     return "\n".join(lines)

@@ -54,6 +54,8 @@ def main() -> int:
                    "speedup_vs_compile": v.timing.speedup_vs_compile,
                    "timing_samples": v.timing.candidate.samples if v.timing.candidate else 0}
             rows.append(row)
+            if args.out:  # written as it goes: a run cut short still leaves its rows
+                Path(args.out).write_text(json.dumps({"rows": rows, "partial": True}, indent=2))
             print(f"{label:<48} {seconds:8.3f} s  {v.status.value}  {v.summary[:90]}", flush=True)
 
         verifier = Verifier(Settings(), Path(tmp) / "work")

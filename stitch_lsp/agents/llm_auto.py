@@ -19,7 +19,7 @@ from stitch_lsp.agents.rubric import RubricContext, apply_rubric, passes
 from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.settings import Settings
-from stitch_lsp.verdict import Verdict
+from stitch_lsp.verdict import Verdict, VerdictStatus
 
 
 def make_coder(name: str, settings: Settings, *, api_key: Secret | None = None,
@@ -77,16 +77,21 @@ class AutoCoder:
         try:
             template = self.template.generate(task, plan)
         except ValueError as err:  # nothing it can lower: the LLM gets the whole task
-            template, template_verdict, reasons = None, None, [f"the template Coder could not start: {err}"]
+            template, template_verdict, reasons = None, None, [f"it could not start: {err}"]
         else:
+            template_verdict = None
+        if template is not None and not template.cuda_sources:
+            why = "; ".join(template.notes or template.uncovered_ops) or "nothing it can lower"
+            template, reasons = None, [f"it generated no kernel ({why})"]
+        elif template is not None:
             cancel.raise_if_cancelled()
             template_verdict = apply_rubric(
                 verifier.verify(task.source, template, verify_options, cancel=cancel, report=report),
                 template, RubricContext(plan=plan))
             reasons = shortfalls(template, template_verdict, plan, self.settings.target_speedup)
-        from_template = _template_outcome(template, template_verdict)
-        if not reasons:
-            return from_template
+        from_template = _template_outcome(template, template_verdict, reasons)
+        if not reasons or (template_verdict is not None and template_verdict.status is VerdictStatus.NO_GPU):
+            return from_template  # nothing to improve, or nothing could be checked here: no tokens spent
         if self.llm is None:
             from_template.message = (from_template.message + " " if from_template.message else "") + (
                 "Claude was not asked to improve on it: no Anthropic API key is configured.")
@@ -99,9 +104,11 @@ class AutoCoder:
         return best_of(from_template, llm)
 
 
-def _template_outcome(candidate: Candidate | None, verdict: Verdict | None) -> LlmOutcome:
+def _template_outcome(candidate: Candidate | None, verdict: Verdict | None,
+                      reasons: list[str] | None = None) -> LlmOutcome:
     if candidate is None or verdict is None:
-        return LlmOutcome(None, None, "", coder="template", failure="no_candidate")
+        why = f"The template Coder fell short: {'; '.join(reasons)}." if reasons else ""
+        return LlmOutcome(None, None, why, coder="template", failure="no_candidate")
     if passes(verdict):
         speedup = verdict.timing.speedup_vs_eager
         pace = f"{speedup:.2f}x over eager" if speedup is not None else "speed not measured"

@@ -193,6 +193,12 @@ class LlmCoder:
                 records.append(record)
                 if parsed.candidate is not None:
                     record.verdict = self._verify(task, parsed.candidate, conv.plan, records, cancel, report)
+                    if record.verdict.status is VerdictStatus.NO_GPU:
+                        best = record
+                        failure = "no_gpu"
+                        note = (f"No CUDA device: Claude's candidates cannot be checked here, so the job stopped "
+                                f"after round {number} instead of spending tokens on unverifiable rounds.")
+                        return self._finish(best, records, conv, failure=failure, note=note)
                 progressed = _progressed(record, best)
                 if record.verdict is not None and (best is None or _rank(record) > _rank(best)):
                     best = record

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from attrs import define
 from tree_sitter import Node
 
@@ -70,37 +72,31 @@ def find_descendant(node: Node, types: set[str], stop: set[str] = frozenset()) -
     return None
 
 
+_RESTRICT = re.compile(rb"\b(?:__restrict__|__restrict|restrict)\b")
+
+
 def _param(src: bytes, cols: Columns, node: Node) -> Param | None:
     declarator = node.child_by_field_name("declarator")
     name_node = _declarator_name(declarator)
     if name_node is None:
         return None
-    name = node_text(src, name_node)
-    pointer = find_descendant(declarator, {"pointer_declarator", "array_declarator"}) is not None \
-        if declarator is not None else False
-    is_const = any(c.type == "type_qualifier" and node_text(src, c) == "const" for c in node.children)
-    qualifiers = [node_text(src, q) for q in _iter_type(node, "type_qualifier")]
-    is_restrict = any(q in ("__restrict__", "__restrict", "restrict") for q in qualifiers)
-    full = node_text(src, node)
+    raw = src[node.start_byte:node.end_byte]
     rel_start = name_node.start_byte - node.start_byte
     rel_end = name_node.end_byte - node.start_byte
-    raw = src[node.start_byte:node.end_byte]
-    type_text = squash((raw[:rel_start] + raw[rel_end:]).decode("utf-8", "replace")) if full else ""
+    # Qualifiers and declarator shape, read from the text (cheaper than walking the subtree):
+    # `*` or `[]` before the name makes a pointer; `const` among the direct children is the
+    # pointee's (`float* const p` keeps it inside the pointer declarator).
+    around = raw[declarator.start_byte - node.start_byte:] if declarator is not None else b""
+    pointer = b"*" in around or b"[" in around
+    is_const = any(c.type == "type_qualifier" and node_text(src, c) == "const" for c in node.children)
+    is_restrict = _RESTRICT.search(raw) is not None
+    type_text = squash((raw[:rel_start] + raw[rel_end:]).decode("utf-8", "replace"))
     star = None
     if declarator is not None and declarator.type == "pointer_declarator":
         star = declarator.children[0] if declarator.children else None
-    info = ParamInfo(name=name, type_text=type_text, is_pointer=pointer, is_const=is_const,
+    info = ParamInfo(name=node_text(src, name_node), type_text=type_text, is_pointer=pointer, is_const=is_const,
                      is_restrict=is_restrict, range=cols.range(node))
     return Param(info=info, node=node, type_node=node.child_by_field_name("type"), star=star)
-
-
-def _iter_type(node: Node, type_name: str):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type == type_name:
-            yield n
-        stack.extend(n.children)
 
 
 def function_header(src: bytes, cols: Columns, fn: Node):

@@ -13,7 +13,7 @@ from stitch_lsp.findings import Severity
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import KernelProfile, Verdict, VerdictStatus
 
-_REASON_MAX = 160
+_REASON_MAX = 240
 
 
 def _one_line(text: str) -> str:
@@ -35,6 +35,39 @@ def _pct_of_peak(kernel: KernelProfile) -> float | None:
         return kernel.sm_throughput_pct
     values = [v for v in (kernel.sm_throughput_pct, kernel.memory_throughput_pct) if v is not None]
     return max(values) if values else None
+
+
+def describe_kernel(kernel: KernelProfile, verdict: Verdict) -> str:
+    """One line on the bottleneck kernel: where it sits against the peaks, occupancy, the top ncu rule."""
+    parts = [f"{kernel.name}: {kernel.bound or 'unknown'}-bound"]
+    peaks = []
+    if kernel.dram_throughput_pct is not None:
+        peaks.append(f"DRAM {kernel.dram_throughput_pct:.0f}%")
+    if kernel.sm_throughput_pct is not None:
+        peaks.append(f"SM {kernel.sm_throughput_pct:.0f}%")
+    if peaks:
+        parts.append(" / ".join(peaks) + " of peak")
+    if kernel.achieved_occupancy_pct is not None:
+        occ = f"occupancy {kernel.achieved_occupancy_pct:.0f}%"
+        if kernel.theoretical_occupancy_pct is not None:
+            occ += f" of {kernel.theoretical_occupancy_pct:.0f}%"
+        if kernel.occupancy_limiter:
+            occ += f" (limited by {kernel.occupancy_limiter})"
+        parts.append(occ)
+    if kernel.registers:
+        parts.append(f"{kernel.registers} registers")
+    if kernel.spill_bytes:
+        parts.append(f"{kernel.spill_bytes} B spilled")
+    rules = sorted((r for r in kernel.rules if r.rule_type != "INF"),
+                   key=lambda r: -(r.estimated_speedup_pct or 0.0))
+    if rules:
+        top = rules[0]
+        est = f" (est. {top.estimated_speedup_pct:.0f}% faster)" if top.estimated_speedup_pct else ""
+        parts.append(f"ncu {top.name}: {top.message}{est}")
+    kernels = [k for k in verdict.profile.kernels if k.role == "candidate"]
+    if len(kernels) > 1:
+        parts.append(f"{len(kernels)} candidate kernels")
+    return _one_line("; ".join(parts))
 
 
 def why_not_correct(verdict: Verdict) -> str:
@@ -118,6 +151,9 @@ def to_result(
         if kernel.bound:
             result.bound, result.bound_source = kernel.bound, "profile"
         result.pct_of_peak = _pct_of_peak(kernel)
+        result.profile_note = describe_kernel(kernel, verdict)
+    elif verdict.profile.status not in ("skipped", "profiled") or verdict.profile.message:
+        result.profile_note = _one_line(f"profile {verdict.profile.status}: {verdict.profile.message}")
     if result.min_bytes and result.candidate_ms:
         result.achieved_gbs = result.min_bytes / (result.candidate_ms * 1e-3) / 1e9
     if verdict.status is VerdictStatus.CORRECT and not verdict.hack_flags:

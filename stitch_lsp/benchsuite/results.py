@@ -41,6 +41,7 @@ class TaskResult:
     min_bytes: int | None = None  # fewest bytes the task must move (task index or plan)
     achieved_gbs: float | None = None  # min_bytes / candidate time
     kernels: int = 0  # candidate kernels profiled
+    profile_note: str = ""  # what the profile shows about the bottleneck kernel, in one line
     hack_flags: list[str] = field(factory=list)
     gpu: str = ""  # the slot it ran on ("0", "1", ... or "cpu")
     seconds: float = 0.0  # wall time of the whole task (coder + verifier)
@@ -89,11 +90,15 @@ class Summary:
     fast_p: list[FastP] = field(factory=list)
     geomean_vs_eager: float | None = None  # over correct tasks with a finite speedup
     geomean_vs_compile: float | None = None
-    geomean_count: int = 0
+    geomean_count: int = 0  # correct tasks with a finite speedup over eager
+    geomean_compile_count: int = 0  # ... over torch.compile (its baseline can fail on its own)
     copy_bandwidth_gbs: float | None = None
     memory_bound: int = 0  # correct, memory-bound tasks with an achieved bandwidth
     memory_bound_at_80pct: int = 0  # of those, at >= 80% of the measured copy bandwidth
     statuses: dict[str, int] = field(factory=dict)
+    # Tasks the Coder claimed (wrote a kernel for), and how many of those are correct.
+    covered: int = 0
+    covered_correct: int = 0
 
 
 @define

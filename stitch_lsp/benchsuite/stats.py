@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from typing import Iterable
 
-from stitch_lsp.benchsuite.results import FastP, Summary, TaskResult
+from stitch_lsp.benchsuite.results import CODER_ERROR, ERROR, NOT_COVERED, FastP, Summary, TaskResult
 
 P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
 COPY_TARGET = 0.8  # memory-bound kernels should reach 80% of the measured copy bandwidth
@@ -49,6 +49,28 @@ def pct_of_copy(result: TaskResult, copy_gbs: float | None) -> float | None:
     return 100.0 * result.achieved_gbs / copy_gbs
 
 
+def claimed(result: TaskResult) -> bool:
+    """The Coder wrote a kernel for the task (whatever became of it)."""
+    if result.status in (NOT_COVERED, CODER_ERROR):
+        return False
+    return not (result.status == ERROR and not result.compiled)
+
+
+def misses(result: TaskResult, copy_gbs: float | None) -> list[str]:
+    """The goals a correct task falls short of, in words; empty when it meets them all."""
+    if not result.correct:
+        return []
+    out = []
+    if not valid_speedup(result.speedup_vs_eager) or result.speedup_vs_eager < GOAL_VS_EAGER:
+        out.append(f"< {GOAL_VS_EAGER:g}x eager")
+    if not valid_speedup(result.speedup_vs_compile) or result.speedup_vs_compile < GOAL_VS_COMPILE:
+        out.append(f"< {GOAL_VS_COMPILE:g}x torch.compile")
+    share = pct_of_copy(result, copy_gbs)
+    if result.bound == "memory" and share is not None and share < 100 * COPY_TARGET:
+        out.append(f"{share:.0f}% of copy bandwidth")
+    return out
+
+
 def summarise(results: list[TaskResult], total: int, copy_gbs: float | None = None) -> Summary:
     correct = [r for r in results if r.correct]
     compiled = sum(1 for r in results if r.compiled)
@@ -67,8 +89,11 @@ def summarise(results: list[TaskResult], total: int, copy_gbs: float | None = No
         geomean_vs_eager=geomean(r.speedup_vs_eager for r in correct),
         geomean_vs_compile=geomean(r.speedup_vs_compile for r in correct),
         geomean_count=sum(1 for r in correct if valid_speedup(r.speedup_vs_eager)),
+        geomean_compile_count=sum(1 for r in correct if valid_speedup(r.speedup_vs_compile)),
         copy_bandwidth_gbs=copy_gbs,
         memory_bound=len(memory),
         memory_bound_at_80pct=sum(1 for r in memory if pct_of_copy(r, copy_gbs) >= 100 * COPY_TARGET),
         statuses=dict(sorted(Counter(r.status for r in results).items())),
+        covered=sum(1 for r in results if claimed(r)),
+        covered_correct=sum(1 for r in results if claimed(r) and r.correct),
     )

@@ -34,6 +34,7 @@ class BenchOptions:
     coder: str = "template"
     filter: TaskFilter = field(factory=TaskFilter)
     resume: bool = False
+    rerun: list[str] = field(factory=list)  # on resume, run again the tasks that ended with these statuses
     gpus: int | None = None  # None: every visible GPU
     budget_s: float | None = None
     part: tuple[int, int] | None = None  # (I, N): the I-th of N interleaved slices of the selection
@@ -139,15 +140,33 @@ def _measure_gpus(workers: Sequence[Worker], cancel: CancelToken, out: TextIO) -
     return [infos[w.slot] for w in workers]
 
 
-def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdout,
-              make_worker: WorkerFactory = shard_worker, cancel: CancelToken | None = None) -> BenchReport:
-    cancel = cancel or CancelToken()
+def _selected(options: BenchOptions, out: TextIO) -> tuple[list[BenchTask], list[BenchTask]]:
+    """(every task in the directory, those the filters and --part select); skipped files are reported."""
     found, skipped = discover(options.tasks_dir)
     for message in skipped:
         print(f"skipped {message}", file=out)
     chosen = select(found, options.filter)
     if options.part is not None:
         chosen = part(chosen, *options.part)
+    return found, chosen
+
+
+def list_tasks(options: BenchOptions, out: TextIO) -> int:
+    """Print the tasks a run would take (after filters and --part), without running anything."""
+    found, chosen = _selected(options, out)
+    width = max((len(t.name) for t in chosen), default=4)
+    for t in chosen:
+        size = f"{t.min_bytes / 1e6:.0f} MB" if t.min_bytes else ""
+        print(f"{t.name:<{width}}  level {t.level if t.level is not None else '?'}  {t.expected_bound or '?':<7}  "
+              f"{size:>7}  {','.join(t.tags)}", file=out)
+    print(f"{len(chosen)} of {len(found)} tasks", file=out)
+    return len(chosen)
+
+
+def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdout,
+              make_worker: WorkerFactory = shard_worker, cancel: CancelToken | None = None) -> BenchReport:
+    cancel = cancel or CancelToken()
+    found, chosen = _selected(options, out)
     if not chosen:
         raise BenchError(f"no tasks in {options.tasks_dir} match the filters" if found
                          else f"no KernelBench tasks in {options.tasks_dir}")
@@ -160,7 +179,8 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
             raise BenchError(f"nothing to resume in {options.run_dir} (no run.json)")
         if info.coder != options.coder:
             raise BenchError(f"{options.run_dir} was run with --coder {info.coder}; resume it with the same coder")
-        previous = {n: r for n, r in store.finished().items() if n in {t.name for t in chosen}}
+        previous = {n: r for n, r in store.finished().items()
+                    if n in {t.name for t in chosen} and r.status not in options.rerun}
     elif info is not None:
         raise BenchError(f"{options.run_dir} already holds a run: add --resume to continue it, or pick another --out")
 
@@ -178,6 +198,9 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
     store.save_info(run)
     todo = interleave([t for t in chosen if t.name not in previous])
     slots = gpu_slots.slots(options.gpus)
+    if slots == ["cpu"]:
+        print("warning: no GPU visible (CUDA_VISIBLE_DEVICES / nvidia-smi -L): tasks can be planned and "
+              "generated but not checked or timed; they will end as no_gpu", file=out, flush=True)
     workers = [make_worker(slot, options, settings, store) for slot in slots[: max(1, min(len(slots), len(todo)))]]
     print(f"stitch bench: {len(chosen)} tasks ({len(previous)} already done), coder {options.coder}, "
           f"{len(workers)} worker(s) on GPU {', '.join(w.slot for w in workers)}; results in {options.run_dir}",

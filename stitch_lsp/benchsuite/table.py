@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 from stitch_lsp.benchsuite.results import BenchReport, Summary, TaskResult
-from stitch_lsp.benchsuite.stats import COPY_TARGET, pct_of_copy, valid_speedup
+from stitch_lsp.benchsuite.stats import (
+    COPY_TARGET, GOAL_VS_COMPILE, GOAL_VS_EAGER, misses, pct_of_copy, valid_speedup,
+)
 
 
 def _x(value: float | None) -> str:
@@ -62,8 +64,10 @@ def render_summary(summary: Summary) -> str:
         "  p          " + "  ".join(f"{f.p:>5g}" for f in s.fast_p),
         "  vs eager   " + "  ".join(f"{_rate(f.vs_eager):>5}" for f in s.fast_p),
         "  vs compile " + "  ".join(f"{_rate(f.vs_compile):>5}" for f in s.fast_p),
-        f"geometric-mean speedup over {s.geomean_count} correct tasks: {_x(s.geomean_vs_eager)} vs eager, "
-        f"{_x(s.geomean_vs_compile)} vs torch.compile",
+        f"geometric-mean speedup over {s.geomean_count} correct tasks: {_x(s.geomean_vs_eager)} vs eager; "
+        + (f"{_x(s.geomean_vs_compile)} vs torch.compile"
+           + ("" if s.geomean_compile_count == s.geomean_count
+              else f" (over {s.geomean_compile_count}: torch.compile failed or was not timed on the others)")),
     ]
     if s.copy_bandwidth_gbs:
         lines.append(
@@ -74,7 +78,40 @@ def render_summary(summary: Summary) -> str:
         lines.append("copy bandwidth not measured: no % of copy bandwidth")
     if s.statuses:
         lines.append("results: " + ", ".join(f"{k} {v}" for k, v in s.statuses.items()))
+    lines.append(render_goals(s))
     return "\n".join(lines)
+
+
+def _mark(ok: bool | None) -> str:
+    return "met" if ok else "NOT met" if ok is not None else "unknown"
+
+
+def render_goals(s: Summary) -> str:
+    """The suite's goals for the Coder, each met or not."""
+    all_covered = s.covered_correct == s.covered if s.covered else None
+    eager = s.geomean_vs_eager >= GOAL_VS_EAGER if s.geomean_vs_eager is not None else None
+    compiled = s.geomean_vs_compile >= GOAL_VS_COMPILE if s.geomean_vs_compile is not None else None
+    copy = s.memory_bound_at_80pct == s.memory_bound if s.memory_bound else None
+    return "\n".join([
+        "goals:",
+        f"  correct on every task it covers: {s.covered_correct} of {s.covered} covered tasks "
+        f"(not covered: {s.ran - s.covered}, not run: {s.tasks - s.ran}) — {_mark(all_covered)}",
+        f"  geometric mean >= {GOAL_VS_EAGER:g}x eager: {_x(s.geomean_vs_eager)} — {_mark(eager)}",
+        f"  geometric mean >= {GOAL_VS_COMPILE:g}x torch.compile: {_x(s.geomean_vs_compile)} — {_mark(compiled)}",
+        f"  memory-bound kernels >= {100 * COPY_TARGET:.0f}% of copy bandwidth: {s.memory_bound_at_80pct} of "
+        f"{s.memory_bound} — {_mark(copy)}",
+    ])
+
+
+def render_misses(results: list[TaskResult], copy_gbs: float | None) -> str:
+    """For each correct task short of a goal: which goals, and what its profile shows."""
+    lines = []
+    for r in results:
+        short = misses(r, copy_gbs)
+        if short:
+            why = r.profile_note or "no profile (run with --profile all or misses to see why)"
+            lines.append(f"  {r.name}: {', '.join(short)}. {why}")
+    return "why the misses miss:\n" + "\n".join(lines) if lines else ""
 
 
 def render(report: BenchReport) -> str:
@@ -87,6 +124,9 @@ def render(report: BenchReport) -> str:
         parts.append(f"gpu {gpu.slot or 'default'}: {name}; {bw}")
     parts.append("")
     parts.append(render_rows(report.results, report.summary.copy_bandwidth_gbs))
+    short = render_misses(report.results, report.summary.copy_bandwidth_gbs)
+    if short:
+        parts += ["", short]
     parts.append("")
     parts.append(render_summary(report.summary))
     if report.not_run:

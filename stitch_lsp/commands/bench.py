@@ -16,7 +16,7 @@ from pathlib import Path
 
 from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND
 from stitch_lsp.benchsuite.store import DEFAULT_BASE, latest_run, new_run_id
-from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, run_bench
+from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, list_tasks, run_bench
 from stitch_lsp.benchsuite.table import render
 from stitch_lsp.benchsuite.tasks import TaskFileError, TaskFilter
 from stitch_lsp.serde import to_json
@@ -69,6 +69,9 @@ def add_parser(subparsers) -> None:
                         "taken as the run directory")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out (default: the latest under .stitch/bench), skipping finished tasks")
+    p.add_argument("--rerun", type=_csv, default=[], metavar="STATUS[,STATUS]",
+                   help="with --resume: run again the tasks that ended with these statuses (e.g. incorrect,crashed)")
+    p.add_argument("--list", action="store_true", help="list the selected tasks and exit")
     p.add_argument("--gpus", type=int, default=None, metavar="N", help="use at most N of the visible GPUs (default all)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="start no task after this long; the rest are reported as not run (resume later)")
@@ -111,6 +114,7 @@ def run(args) -> int:
             coder=coder,
             filter=TaskFilter(levels=args.levels, tags=args.tags, globs=args.tasks),
             resume=args.resume,
+            rerun=args.rerun,
             gpus=args.gpus,
             budget_s=args.budget,
             part=args.part,
@@ -122,6 +126,10 @@ def run(args) -> int:
             verbose=args.verbose,
             backend=args.backend,
         )
+        if args.list:
+            return 0 if list_tasks(options, sys.stdout) else 1
+        if args.rerun and not args.resume:
+            raise BenchError("--rerun goes with --resume (it picks which finished tasks of a run to run again)")
         report = run_bench(options, settings, out=sys.stderr if args.json_out == "-" else sys.stdout)
     except (BenchError, TaskFileError) as exc:
         print(f"stitch bench: {exc}", file=sys.stderr)

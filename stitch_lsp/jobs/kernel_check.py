@@ -155,12 +155,13 @@ class KernelChecker:
         return CheckResult(verdict, cached=True, key=key) if verdict is not None else None
 
     # -- the job ---------------------------------------------------------------------------------
-    def run(self, request: CheckRequest, token: CancelToken, report: Reporter) -> CheckResult:
+    def run(self, request: CheckRequest, token: CancelToken, report: Reporter, *, use_cache: bool = True) -> CheckResult:
+        """Answer from the cache, else verify (and store the answer). ``use_cache=False``: verify again."""
         report(ProgressEvent("preparing", f"{request.kernel} against {Path(request.pairing.reference.path).name}", 2))
         device = self.device()
         token.raise_if_cancelled()
         key = self.key(request, device)
-        hit = self.cache.get(key, Verdict)
+        hit = self.cache.get(key, Verdict) if use_cache else None
         if hit is not None:
             report(ProgressEvent("cached", "same kernel, reference, GPU and toolchain", 100))
             return CheckResult(hit, cached=True, key=key)

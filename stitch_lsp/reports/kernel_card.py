@@ -7,6 +7,7 @@ and how to get a profile. Reused by the Markdown report.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 from stitch_lsp.findings import Finding
@@ -245,6 +246,7 @@ def kernel_card(
     pairing_problem: str = "",
     trusted: bool = True,
     running: str = "",
+    cu_path: str = "",
 ) -> str:
     """The hover card for ``kernel`` (Markdown)."""
     profile = candidate_profile(verdict, kernel)
@@ -258,7 +260,7 @@ def kernel_card(
         lines += profile_section(profile, verdict.device if verdict else None)
     if profile is None:
         lines += static_section(resources, findings)
-        lines += _how_to_get_more(kernel, verdict, paired, pairing_problem, trusted)
+        lines += _how_to_get_more(kernel, verdict, paired, pairing_problem, trusted, cu_path)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -284,7 +286,8 @@ def static_section(resources: KernelResources | None, findings: Sequence[Finding
     return lines
 
 
-def _how_to_get_more(kernel: str, verdict: Verdict | None, paired: bool, problem: str, trusted: bool) -> list[str]:
+def _how_to_get_more(kernel: str, verdict: Verdict | None, paired: bool, problem: str, trusted: bool,
+                     cu_path: str = "") -> list[str]:
     if not paired:
         return [
             "*Not profiled.* To verify and profile it, pair it with a reference above the kernel:",
@@ -298,8 +301,9 @@ def _how_to_get_more(kernel: str, verdict: Verdict | None, paired: bool, problem
     if not trusted:
         return ["*Not profiled:* this workspace is not trusted, so Stitch runs nothing (no reference imports, no kernel launches)."]
     where = "Not profiled yet." if verdict is None or verdict.profile.status == "skipped" else f"No profile: {verdict.profile.message or verdict.profile.status}."
+    target = f"{Path(cu_path).name}:{kernel}" if cu_path else f"FILE.cu:{kernel}"
     return [
         f"*{where}* Run **Stitch: Profile Kernel** with the cursor on `{kernel}` "
-        f"(command `{PROFILE_COMMAND}`), or set `stitch.onSave.profile` to profile on every save. "
-        "Needs a GPU and Nsight Compute (`ncu`)."
+        f"(command `{PROFILE_COMMAND}`), set `stitch.onSave.profile` to profile on every save, "
+        f"or in a terminal `stitch verify-kernel {target} --profile`. Needs a GPU and Nsight Compute (`ncu`)."
     ]

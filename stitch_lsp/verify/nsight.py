@@ -155,7 +155,7 @@ def sanitize(settings: Settings, job: VerifyJob, workdir: Path, *, cancel: Cance
     findings = []
     notes = []
     started = time.monotonic()
-    for check in ("memcheck", "racecheck"):
+    for check in job.options.sanitizer_tools or ["memcheck", "racecheck"]:
         remaining = settings.verify_timeout_s - (time.monotonic() - started)
         result = job_path.with_name(f"sanitize-{check}.json")
         cmd = [tool, "--tool", check, "--print-limit", "20"]

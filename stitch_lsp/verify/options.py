@@ -24,6 +24,7 @@ class VerifyOptions:
     timing_budget_s: float = 1.0  # roughly how long the interleaved timing run may take
     # Ops the Coder left in PyTorch on purpose (Candidate.uncovered_ops): reported, not flagged.
     allowed_torch_ops: list[str] = field(factory=list)
+    sanitizer_tools: list[str] = field(factory=lambda: ["memcheck", "racecheck"])
     # Answer a repeated question (same reference, candidate, options, GPU) from the verdict cache.
     use_cache: bool = True
 

@@ -76,6 +76,11 @@ def handle_test_crash(payload: Any, ctx) -> Any:
         raise MemoryError("stand-in for an allocation that failed")
     if mode == "raise":
         raise ValueError("stand-in handler bug")
+    if mode == "modules":
+        import sys
+
+        return {"loaded": sorted(m for m in sys.modules if m.split(".")[0] in ("pygls", "lsprotocol")
+                                 or m.startswith("stitch_lsp.lsp"))}
     if mode == "env":
         return {"env": {k: v for k, v in os.environ.items() if "KEY" in k or "TOKEN" in k}}
     return {"mode": mode}

@@ -153,7 +153,41 @@ def test_file_rules_ignore_launches_in_functions_that_do_not_parse():
         "void run(float* y) {\n  wide<<<1, 1024>>>(y);\n  cudaGetLastError();\n  int x = ;\n}\n"
     )
     a = analyze_cuda(src, "broken_host.cu")
-    assert not a.parse_ok and a.launches  # the launch is still reported...
-    assert [f.code for f in a.findings] == []  # ...but no rule builds on it
+    assert not a.parse_ok and a.launches == ()  # nothing is built from a broken body
+    assert [f.code for f in a.findings] == []
     fixed = analyze_cuda(src.replace("int x = ;", ""), "broken_host.cu")
     assert [f.code for f in fixed.findings] == ["STC014"]
+
+
+def test_findings_come_in_document_order():
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "fixtures" / "stc014.cu").read_text() + "\n" + \
+        (Path(__file__).parent / "fixtures" / "stc001.cu").read_text()
+    a = analyze_cuda(text, "order.cu")
+    starts = [(f.range.start.line, f.range.start.character) for f in a.findings]
+    assert starts == sorted(starts) and {f.code for f in a.findings} == {"STC001", "STC014"}
+
+
+def test_qualifier_orders_prototypes_and_namespaces():
+    src = """\
+namespace ops {
+void __global__ late_global(float* y) { y[0] = 1.0f; }
+__global__ __launch_bounds__(128) void bounds_first(float* y) { y[0] = 2.0f; }
+static __global__ void declared_only(float* y);
+__global__ void defined_later(float* y);
+__global__ void defined_later(float* y) { y[0] = 3.0f; }
+extern "C" {
+__global__ void in_c_block(float* __restrict__ const p) { p[0] = 4.0f; }
+}
+}
+"""
+    a = analyze_cuda(src, "orders.cu")
+    assert a.parse_ok
+    names = [k.name for k in a.kernels]
+    assert names == ["late_global", "bounds_first", "declared_only", "defined_later", "in_c_block"]
+    k = {k.name: k for k in a.kernels}
+    assert k["bounds_first"].launch_bounds == "128"
+    assert k["declared_only"].body_range is None and k["defined_later"].body_range is not None
+    (p,) = k["in_c_block"].params
+    assert (p.is_pointer, p.is_const, p.is_restrict) == (True, False, True)  # the pointer is const, not the data

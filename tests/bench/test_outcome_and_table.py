@@ -123,3 +123,45 @@ def test_table_without_bandwidth_says_so():
     text = render(_report([TaskResult(name="a", status="crashed", reason="the process running the task died")], copy=None))
     assert "copy bandwidth not measured" in text
     assert "crashed: the process running the task died" in text
+
+
+def test_profile_note_names_the_bottleneck_and_the_top_rule():
+    from stitch_lsp.verdict import NcuRule
+
+    kernel = KernelProfile(name="fused_softmax", duration_us=400.0, bound="memory", dram_throughput_pct=58.0,
+                           sm_throughput_pct=31.0, achieved_occupancy_pct=42.0, theoretical_occupancy_pct=50.0,
+                           occupancy_limiter="registers", registers=96,
+                           rules=[NcuRule(name="Occupancy", message="info only", rule_type="INF"),
+                                  NcuRule(name="UncoalescedGlobalAccess", message="uncoalesced loads",
+                                          rule_type="OPT", estimated_speedup_pct=37.0),
+                                  NcuRule(name="TailEffect", message="tail", rule_type="OPT", estimated_speedup_pct=4.0)])
+    verdict = timed_verdict(profile=Profile(status="profiled", kernels=[kernel]))
+    result = to_result(TASK, coder="template", plan=None, candidate=CAND, verdict=verdict)
+    note = result.profile_note
+    assert "fused_softmax: memory-bound" in note and "DRAM 58%" in note
+    assert "occupancy 42% of 50% (limited by registers)" in note
+    assert "UncoalescedGlobalAccess: uncoalesced loads (est. 37% faster)" in note
+
+    failed = timed_verdict(profile=Profile(status="error", message="ncu was refused access (ERR_NVGPUCTRPERM)"))
+    assert "ERR_NVGPUCTRPERM" in to_result(TASK, coder="t", plan=None, candidate=CAND, verdict=failed).profile_note
+
+
+def test_goals_and_why_the_misses_miss():
+    results = [
+        TaskResult(name="pw_fast", status="correct", compiled=True, speedup_vs_eager=3.0, speedup_vs_compile=1.3,
+                   bound="memory", achieved_gbs=2700.0),
+        TaskResult(name="norm_slow", status="correct", compiled=True, speedup_vs_eager=1.2, speedup_vs_compile=0.9,
+                   bound="memory", achieved_gbs=1500.0, profile_note="k: memory-bound; DRAM 50% of peak"),
+        TaskResult(name="red_wrong", status="incorrect", compiled=True, reason="failed odd-shape"),
+        TaskResult(name="red_middle", status="not_covered", reason="middle-dim reductions are not lowered"),
+    ]
+    text = render(_report(results))
+    assert "why the misses miss:" in text
+    line = next(l for l in text.splitlines() if l.strip().startswith("norm_slow:"))
+    assert "< 1.5x eager" in line and "< 1.1x torch.compile" in line and "50% of copy bandwidth" in line
+    assert "DRAM 50% of peak" in line
+    assert not any(l.strip().startswith("pw_fast:") for l in text.splitlines())
+    assert "correct on every task it covers: 2 of 3 covered tasks (not covered: 1, not run: 1) — NOT met" in text
+    assert "geometric mean >= 1.5x eager: 1.90x — met" in text
+    assert "geometric mean >= 1.1x torch.compile: 1.08x — NOT met" in text
+    assert "copy bandwidth: 1 of 2 — NOT met" in text

@@ -61,3 +61,27 @@ def test_merge_recomputes_over_all_parts(tmp_path):
     assert saved.summary.correct == 3
     assert "norm_a" in (tmp_path / "suite.v1.txt").read_text()
     assert merge_main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_compare_two_runs(tmp_path):
+    from stitch_lsp.benchsuite.compare import compare
+    from stitch_lsp.benchsuite.compare import main as compare_main
+
+    before = report("before", [TaskResult(name="pw_a", status="correct", speedup_vs_eager=2.0),
+                               TaskResult(name="red_a", status="incorrect"),
+                               TaskResult(name="norm_a", status="correct", speedup_vs_eager=3.0)], [], 3000.0, "t0")
+    after = report("after", [TaskResult(name="pw_a", status="correct", speedup_vs_eager=3.0),
+                             TaskResult(name="red_a", status="correct", speedup_vs_eager=1.5),
+                             TaskResult(name="norm_a", status="crashed")], ["gemm_a"], 3000.0, "t1")
+    text = compare(before, after)
+    rows = {line.split()[0]: line for line in text.splitlines() if line[:1].isalpha()}
+    assert "1.50x faster" in rows["pw_a"]
+    assert "now correct" in rows["red_a"]
+    assert "now FAILS" in rows["norm_a"] and "crashed" in rows["norm_a"]
+    assert "not run" in rows["gemm_a"]
+    assert "geomean vs eager" in text
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(to_json(before))
+    pb.write_text(to_json(after))
+    assert compare_main([str(pa), str(pb)]) == 0
+    assert compare_main([str(pa), str(tmp_path / "nope.json")]) == 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 from stitch_lsp.benchsuite.results import INTERRUPTED, TaskResult

@@ -191,3 +191,46 @@ def test_cli_errors_are_clear(tmp_path):
     proc = _cli([str(tmp_path / "empty")], env)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "no KernelBench tasks" in stderr
+
+
+def test_gpu_slots_come_from_the_environment():
+    from stitch_lsp.benchsuite.gpus import slots, visible_gpus
+
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert slots(1, {"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2"]
+    assert slots(None, {"CUDA_VISIBLE_DEVICES": ""}) == ["cpu"]
+
+
+def test_no_gpu_is_said_up_front(tmp_path, log, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    suite = make_suite(tmp_path, ["pw_a_fp32"])
+    out = io.StringIO()
+    report = run_bench(options(tmp_path, suite), Settings(), out=out)
+    assert "warning: no GPU visible" in out.getvalue()
+    assert report.results[0].gpu == "cpu"
+
+
+def test_resume_can_rerun_chosen_statuses(tmp_path, log, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    suite = make_suite(tmp_path, ["pw_a_fp32", "red_wrong_fp32"])
+    run_bench(options(tmp_path, suite), Settings(), out=io.StringIO())
+    before = len(log())
+    report = run_bench(options(tmp_path, suite, resume=True, rerun=["incorrect"]), Settings(), out=io.StringIO())
+    assert [row[0] for row in log()[before:]] == ["red_wrong_fp32"]
+    assert len(report.results) == 2
+
+
+def test_cli_lists_without_running(tmp_path, log):
+    suite = make_suite(tmp_path, ["pw_a_fp32", "norm_b_fp32", "red_c_bf16"])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
+    proc = _cli([str(suite), "--list", "--levels", "1"], env)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "pw_a_fp32" in stdout and "red_c_bf16" in stdout and "norm_b_fp32" not in stdout
+    assert "2 of 3 tasks" in stdout
+    assert log() == [] and not (tmp_path / ".stitch").exists()
+    proc = _cli([str(suite), "--rerun", "incorrect"], env)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "--rerun goes with --resume" in stderr

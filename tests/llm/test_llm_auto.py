@@ -72,3 +72,35 @@ def test_llm_coder_without_a_key_is_unavailable(settings, monkeypatch):
     KEYS.set_client_key(None)
     with pytest.raises(coder_module.CoderUnavailable, match="No Anthropic API key"):
         make_coder("llm", settings)
+
+
+class NothingTemplate:
+    name = "template"
+
+    def generate(self, task, plan, feedback=None):
+        return Candidate("", {}, coder="template", notes=["aten.cumsum has no template"],
+                         uncovered_ops=["aten.cumsum"])
+
+
+def test_template_with_no_kernel_hands_the_whole_task_to_claude(fake_api, settings, key, task, plan):
+    api = fake_api(Reply(reply()))
+    verifier = ScriptedVerifier(correct(2.2))
+    outcome = auto(settings, key, api, NothingTemplate()).run(task, plan, verifier=verifier)
+    assert outcome.ok and outcome.coder == "llm" and len(verifier.seen) == 1  # the empty candidate was not verified
+    assert "it generated no kernel (aten.cumsum has no template)" in "\n".join(api.requests[0].message_texts("user"))
+
+
+def test_template_with_no_kernel_and_no_key(settings, task, plan):
+    outcome = AutoCoder(settings, api_key=None, template=NothingTemplate()).run(task, plan, verifier=ScriptedVerifier())
+    assert not outcome.ok
+    assert outcome.message == ("The template Coder fell short: it generated no kernel (aten.cumsum has no template). "
+                               "Claude was not asked to improve on it: no Anthropic API key is configured.")
+
+
+def test_no_gpu_for_the_template_spends_no_tokens(fake_api, settings, key, task, plan):
+    from stitch_lsp.verdict import Verdict, VerdictStatus
+
+    api = fake_api(Reply(reply()))
+    no_gpu = Verdict(VerdictStatus.NO_GPU, summary="no CUDA device")
+    outcome = auto(settings, key, api, StubTemplate()).run(task, plan, verifier=ScriptedVerifier(no_gpu))
+    assert api.requests == [] and outcome.verdict.status is VerdictStatus.NO_GPU

@@ -296,3 +296,14 @@ def test_the_format_example_in_the_system_prompt_is_itself_a_valid_clean_binding
 
     assert check_module(LOADER_USAGE) == ""
     assert static_flags(LOADER_USAGE) == []
+
+
+def test_no_gpu_stops_the_loop_after_one_round(fake_api, settings, key, task, plan):
+    from stitch_lsp.verdict import Verdict
+
+    api = fake_api(Reply(reply()), Reply(reply()), Reply(reply()))
+    no_gpu = Verdict(VerdictStatus.NO_GPU, summary="no CUDA device")
+    outcome = make_coder(settings, key, api, ScriptedVerifier(no_gpu)).run(task, plan)
+    assert outcome.failure == "no_gpu" and len(api.requests) == 1
+    assert "No CUDA device" in outcome.message
+    assert outcome.verdict.status is VerdictStatus.NO_GPU and outcome.kept is not None

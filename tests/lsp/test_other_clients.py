@@ -120,7 +120,7 @@ def _open(client: LanguageClient, path: Path, text: str) -> str:
     return path.as_uri()
 
 
-async def _diagnostics(client: LanguageClient, caps: lsp.ClientCapabilities, uri: str, want, timeout: float = 30.0):
+async def _diagnostics(client: LanguageClient, caps: lsp.ClientCapabilities, uri: str, want, timeout: float = 60.0):
     """The diagnostics this client would show for ``uri``, once ``want`` holds: pushed to a
     push client, pulled (again, as an editor does on its own) by a pull client."""
     if not _supports(caps, "text_document.diagnostic"):

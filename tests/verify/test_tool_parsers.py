@@ -61,3 +61,35 @@ def test_racecheck_hazard_format_is_deduplicated():
     assert len(findings) == 1
     f = findings[0]
     assert f.kind == "WAR hazard on __shared__" and f.kernel == "rowsum" and f.file == "rowsum.cu" and f.line == 10
+
+
+def test_ncu_from_the_verifier_own_profile_run():
+    # NVTX-filtered runs (an extra column in the table): one candidate kernel, two eager kernels.
+    (cand,) = parse_details_csv((FIX / "h100_verify" / "ncu_candidate_relu_scale.txt").read_text(), "candidate")
+    assert cand.name == "relu_scale" and cand.role == "candidate" and cand.duration_us == 5.696
+    assert cand.grid == "(4096, 1, 1)" and cand.registers == 16 and cand.dram_bytes > 4e6
+    ref = parse_details_csv((FIX / "h100_verify" / "ncu_reference_relu_scale.txt").read_text(), "reference")
+    assert len(ref) == 2 and all(k.role == "reference" and k.duration_us for k in ref)
+    assert "launch_clamp_scalar" in ref[0].name  # relu, then the multiply
+
+
+def test_real_nvrtc_log_maps_to_the_candidate_line():
+    from stitch_lsp.runtime.loader import parse_nvrtc_log
+    from stitch_lsp.worker.modules import compile_failure
+
+    log = (FIX / "h100_verify" / "nvrtc_compile_error.txt").read_text()
+    text, diags = parse_nvrtc_log(log, "candidate.py")
+    assert [(d.line, d.severity) for d in diags] == [(11, "error")]
+
+    class FakeError(Exception):  # what load_kernel raises, without needing a GPU
+        pass
+
+    candidate = Path(__file__).resolve().parent / "corpus" / "gpu" / "compile_error.py"
+    source = candidate.read_text().split("r'''")[1].split("'''")[0]  # the SOURCE string it compiles
+    exc = FakeError("kernel failed to compile")
+    exc.log, exc.diagnostics, exc.source, exc.first_line = text, diags, source, 7
+    FakeError.__name__ = "KernelCompileError"
+    failure = compile_failure(exc, {str(candidate): candidate.read_text()}, str(candidate))
+    (finding,) = failure.diagnostics
+    assert finding.path == str(candidate) and finding.range.start.line == 10
+    assert "undefined_name" in finding.message and failure.backend == "nvrtc"

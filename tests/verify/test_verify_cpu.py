@@ -171,3 +171,12 @@ def test_speedup_over_10x_triggers_extra_scrutiny(verifier):
     assert len(extra) == 5 and all(t.passed for t in extra)
     assert any(t.kind == "determinism" for t in v.correctness.trials)
     assert "extra trials ran" in v.timing.message
+
+
+def test_a_candidate_that_refuses_other_shapes_is_verified_for_the_test_shape_only(verifier):
+    v = run(verifier, "specialised_refuses_other_shapes.py")
+    # Refusing is not a wrong answer (fused kernels generated for one call site do this)...
+    assert v.status is VerdictStatus.CORRECT and not failed(v)
+    # ...but the verdict is honest about what was not proven.
+    assert "not run" in v.summary
+    assert any("refuses it" in n and "test shape only" in n for n in v.correctness.not_checked)

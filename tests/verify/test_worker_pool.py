@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import threading
 import time
 
@@ -94,3 +95,47 @@ def test_print_in_worker_does_not_corrupt_the_pipe(tmp_path):
         assert pool.call_raw("ping", "x" * 100_000, timeout_s=60)[0]["echo"] == "x" * 100_000
     finally:
         pool.close()
+
+
+def test_worker_never_loads_the_editor_layer(tmp_path):
+    # After a real verify job, the worker process holds no pygls / lsprotocol / stitch_lsp.lsp.
+    from stitch_lsp.pipeline import Candidate
+    from stitch_lsp.verify.service import Verifier, VerifyOptions
+
+    corpus = Path(__file__).resolve().parent / "corpus" / "cpu"
+    verifier = Verifier(Settings(), tmp_path)
+    try:
+        v = verifier.verify((corpus / "ref_relu_scale.py").read_text(),
+                            Candidate(module_source=(corpus / "honest_numpy.py").read_text()),
+                            VerifyOptions(device="cpu", timing=False, profile=True, sanitize=True))
+        assert v.status.value == "correct", v.summary
+        assert v.profile.status == "skipped" and "CPU test mode" in v.profile.message
+        assert v.sanitizer.status == "skipped"
+        loaded = verifier.pool.call_raw("test_crash", {"mode": "modules"}, timeout_s=60)[0]["loaded"]
+        assert loaded == []
+    finally:
+        verifier.close()
+
+
+def test_missing_ncu_and_sanitizer_are_skipped_with_the_reason(tmp_path, monkeypatch):
+    from stitch_lsp.verify import nsight
+    from stitch_lsp.verify.options import VerifyJob
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither tool is found
+    job = VerifyJob(reference_path=str(tmp_path / "r.py"), candidate_path=str(tmp_path / "c.py"))
+    p = nsight.profile(Settings(), job, tmp_path)
+    s = nsight.sanitize(Settings(), job, tmp_path)
+    assert p.status == "skipped" and "ncu" in p.message
+    assert s.status == "skipped" and "compute-sanitizer" in s.message
+
+
+def test_job_folders_are_pruned(tmp_path):
+    from stitch_lsp.pipeline import Candidate
+    from stitch_lsp.verify.service import materialise, prune_job_dirs
+
+    for i in range(5):
+        materialise(tmp_path, "ref", Candidate(module_source=f"x = {i}\n", cuda_sources={"k.cu": "//"}))
+    assert len([d for d in tmp_path.iterdir() if d.is_dir()]) == 5
+    prune_job_dirs(tmp_path, keep=2)
+    left = [d for d in tmp_path.iterdir() if d.is_dir()]
+    assert len(left) == 2 and all((d / "candidate.py").exists() and (d / "k.cu").exists() for d in left)

@@ -20,7 +20,7 @@ export function probeServer(
   python: string,
   options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {},
 ): Promise<ProbeResult> {
-  const timeoutMs = options.timeoutMs ?? 20_000;
+  const timeoutMs = options.timeoutMs ?? 30_000;
   return new Promise((resolve) => {
     execFile(
       python,

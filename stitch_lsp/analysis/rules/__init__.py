@@ -20,6 +20,7 @@ from stitch_lsp.analysis.rules import (
     stc015_double_literal,
     stc016_truncating_grid,
     stc017_shared_overwrite,
+    stc018_shared_bank_conflict,
 )
 from stitch_lsp.analysis.rules.base import FileRule, Rule, RuleMeta, doc_url
 
@@ -40,6 +41,7 @@ FUNCTION_RULES: tuple[Rule, ...] = (
     stc015_double_literal.RULE,
     stc016_truncating_grid.RULE,
     stc017_shared_overwrite.RULE,
+    stc018_shared_bank_conflict.RULE,
 )
 FILE_RULES: tuple[FileRule, ...] = (
     stc014_missing_launch_bounds.RULE,

@@ -22,6 +22,7 @@ from pygls.uris import from_fs_path
 from stitch_lsp.agents.fuse_edit import FuseEdit, build_edit, names_for
 from stitch_lsp.agents.fuse_region import prepare
 from stitch_lsp.agents.fuse_service import FuseOutcome, fuse_task
+from stitch_lsp.agents.llm_coder import key_configured
 from stitch_lsp.agents.shapes import comment_template, resolve
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
@@ -90,13 +91,20 @@ class Fuser:
                                           reason="no shapes for " + ", ".join(shapes.missing)
                                           + ": add a `# stitch: name=[dims] dtype` comment above the selection"))
             return [fix, disabled]
-        return [lsp.CodeAction(
+        actions = [lsp.CodeAction(
             title=title, kind=lsp.CodeActionKind.RefactorRewrite,
             command=lsp.Command(title=title, command=FUSE, arguments=[uri, doc.version, start, end]),
         )]
+        if key_configured():  # the LLM Coder's loop, whatever settings.coder says
+            claude = f"{title} with Claude"
+            actions.append(lsp.CodeAction(
+                title=claude, kind=lsp.CodeActionKind.RefactorRewrite,
+                command=lsp.Command(title=claude, command=FUSE, arguments=[uri, doc.version, start, end, "llm"]),
+            ))
+        return actions
 
     # -- running ------------------------------------------------------------------------------
-    def start(self, uri: str, version: int | None, start: int, end: int) -> dict[str, Any]:
+    def start(self, uri: str, version: int | None, start: int, end: int, coder: str | None = None) -> dict[str, Any]:
         server = self.server
         doc = server.document(uri)
         if doc is None:
@@ -122,13 +130,19 @@ class Fuser:
         doc_version = doc.version
         server.diagnostics.set(uri, SOURCE, [])
 
+        coder = coder or settings.coder
+        # Each LLM round is a model call plus a verification.
+        llm_rounds = max(1, settings.rounds) if coder == "llm" or (coder == "auto" and key_configured()) else 0
+        timeout_s = (settings.verify_timeout_s + 180) * (1 + llm_rounds)
+
         def run(cancel, report) -> FuseOutcome:
-            return fuse_task(task, settings, coder="template", verifier=self.verifier(), cancel=cancel,
+            return fuse_task(task, settings, coder=coder, verifier=self.verifier(), cancel=cancel,
                              report=report, workdir=root, edit_namer=lambda _o: (module_path, func))
 
-        spec = JobSpec(key=f"fuse:{uri}:{task.key()}", title=f"Stitch: fuse {prepared.region.op_count} ops",
+        spec = JobSpec(key=f"fuse:{coder}:{uri}:{task.key()}",
+                       title=f"Stitch: fuse {prepared.region.op_count} ops" + (" with Claude" if coder == "llm" else ""),
                        run=run, document_uri=uri, gpu=True, gpu_index=settings.gpu_index,
-                       timeout_s=settings.verify_timeout_s + 180)
+                       timeout_s=timeout_s)
         job = job_queue(server).submit(spec)
 
         def done(future: Any) -> None:
@@ -147,6 +161,7 @@ class Fuser:
             self._fail(uri, rng, f"the fuse job ended: {exc}")
             return
         outcome: FuseOutcome = future.result()
+        self._publish_rubric(outcome)
         if not outcome.offerable:
             self._fail(uri, rng, outcome.message or "no kernel to offer",
                        warning=outcome.verdict is not None and outcome.verdict.status.value == "no_gpu",
@@ -165,6 +180,14 @@ class Fuser:
             server.workspace_apply_edit(params)
         except Exception:
             log.exception("workspace/applyEdit failed")
+
+    def _publish_rubric(self, outcome: FuseOutcome) -> None:
+        """Rubric findings and hack flags as diagnostics on the generated files (``.stitch/tasks/...``)."""
+        by_path: dict[str, list[Finding]] = {}
+        for finding in outcome.findings:
+            by_path.setdefault(finding.path, []).append(finding)
+        for path, findings in by_path.items():
+            self.server.diagnostics.set(from_fs_path(path) or path, "rubric", findings)
 
     def workspace_edit(self, uri: str, version: int | None, edit: FuseEdit, root: Path, label: str) -> lsp.WorkspaceEdit:
         convert = self.server.converter(uri)
@@ -214,8 +237,9 @@ def register(server: StitchServer) -> None:
         if len(args) < 4:
             return {"job": None, "message": "stitch.fuse takes [uri, version, startLine, endLine]"}
         uri, version, start, end = args[:4]
+        coder = str(args[4]) if len(args) > 4 and args[4] else None  # "llm": the "with Claude" variant
         try:
-            return fuser.start(str(uri), version, int(start), int(end))
+            return fuser.start(str(uri), version, int(start), int(end), coder)
         except Exception as exc:  # a bug here must not take the server down
             log.exception("stitch.fuse failed")
             return fuser._fail(str(uri), None, f"fuse failed: {type(exc).__name__}: {exc}")

@@ -2,8 +2,9 @@
 verdict where one exists, else what is known statically and how to get a profile.
 
 The card is rendered by ``stitch_lsp.reports.kernel_card`` from what the kernel
-checks already know: hovering never starts work. ptxas' figures come from the
-compile-on-save hover, shown beside this card.
+checks already know: hovering never starts work. ptxas' figures come from
+compile on save: its own hover beside this card on the kernel's name, its
+resource hint's tooltip inside the card at launch sites.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from stitch_lsp.lsp.server import StitchServer
 from stitch_lsp.reports.kernel_card import kernel_card
 
 RULE_SOURCES = ("rules",)
+NVCC_SOURCE = "nvcc"  # compile on save's resource hints
 
 
 def register(server: StitchServer) -> None:
@@ -42,7 +44,7 @@ def register(server: StitchServer) -> None:
         if st is not None and st.job is not None and not st.job.done:
             event = st.job.last_event
             running = f"{st.job.title}: {event.stage if event else 'queued'}…"
-        return kernel_card(
+        card = kernel_card(
             name,
             verdict=st.verdict if st is not None else None,
             findings=findings,
@@ -50,6 +52,17 @@ def register(server: StitchServer) -> None:
             pairing_problem=problem,
             trusted=server.trusted,
             running=running,
+            cu_path=path,
         )
+        # At a launch site the compile-on-save hover (ptxas figures, on the kernel's name) is not shown:
+        # bring its figures here, from the resource hint on the kernel's line.
+        kernel = next((k for k in analysis.kernels if k.name == name), None) if analysis is not None else None
+        if kernel is not None and not kernel.name_range.contains(position):
+            line = kernel.name_range.start.line
+            for hint in server.hints.get(uri, NVCC_SOURCE):
+                if hint.position.line == line and hint.tooltip:
+                    card = card.rstrip() + "\n\n" + hint.tooltip.strip() + "\n"
+                    break
+        return card
 
     server.hover_providers.append(hover)

@@ -7,7 +7,8 @@ from stitch_lsp.runtime.loader import load_kernel
 SOURCE = r'''
 extern "C" __global__ void relu_scale(const float* __restrict__ x, float* __restrict__ y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (n > 0) { volatile int spin = 1; while (spin) { } }
+    // clock64() is volatile: the compiler cannot drop the loop (a volatile local it could, and did).
+    if (n > 0) { long long t0 = clock64(); while (clock64() - t0 >= 0) { } }
     if (i < n) {
         float v = x[i];
         y[i] = (v > 0.f || v != v) ? 2.f * v : 0.f;
