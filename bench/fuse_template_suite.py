@@ -54,8 +54,11 @@ def size_globals(mod, source: str) -> dict[str, int]:
     out = {}
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name) and t.id in used:
+            names = []
+            for t in node.targets:  # `M = 4096` and `M, N = 4096, 1024` alike
+                names += [e for e in (t.elts if isinstance(t, ast.Tuple) else [t]) if isinstance(e, ast.Name)]
+            for t in names:
+                if t.id in used:
                     v = getattr(mod, t.id, None)
                     if isinstance(v, int) and not isinstance(v, bool) and v >= 8:
                         out[t.id] = v

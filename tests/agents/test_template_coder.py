@@ -116,3 +116,11 @@ def test_odd_shapes_re_lower_from_the_symbolic_graph(traced):
     assert kernel["outputs"][0][1] == list(shapes[-1])
     source = prog["sources"][kernel["kernel"]]
     assert "stitch_ldv<1>" in source or "stitch_ld(" in source  # an odd row cannot take 16-byte loads
+
+
+def test_integer_inputs_keep_their_pointer_type(traced):
+    """Cross-entropy's int64 targets: the kernel takes ``long long*`` (32-bit index math is body-only)."""
+    task, graph = traced["red_cross_entropy_fp32"]
+    (kernel,) = lower(graph).kernels
+    signature = kernel.source.split(f"{kernel.name}(", 1)[1].split(")", 1)[0]
+    assert "const long long* __restrict__" in signature

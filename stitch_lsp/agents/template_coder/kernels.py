@@ -46,6 +46,9 @@ def _finish(src: str, group: Group, index: dict[str, OpNode]) -> str:
     """32-bit index arithmetic where every tensor fits (64-bit division is slow); fast math for half outputs."""
     biggest = max([index[n].numel for n in group.nodes] + [index[i].numel for i in group.inputs] + [1])
     head, marker, body = src.partition("extern \"C\"")
+    # The parameter list keeps its types (an int64 tensor stays ``long long*``); only the body narrows.
+    signature, brace, body = body.partition(") {")
+    marker += signature + brace
     if biggest < (1 << 30):
         body = re.sub(r"\b(\d+)LL\b", r"\1", body).replace("long long", "int")
     if all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs):
