@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import os
 import platform
+import re
 import shlex
 import statistics
 import sys
@@ -174,7 +175,7 @@ class Bench:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         await self.client.start_io(
-            sys.executable, "-m", "stitch_lsp", "--log-file", str(self.log_file), "--log-level", "WARNING", env=env
+            sys.executable, "-m", "stitch_lsp", "--log-file", str(self.log_file), "--log-level", "DEBUG", env=env
         )
         caps = lsp.ClientCapabilities(
             window=lsp.WindowClientCapabilities(work_done_progress=True),
@@ -372,6 +373,7 @@ async def run(args: argparse.Namespace) -> list[str]:
                         results.append((cond_name, name, samples, goal))
         finally:
             await bench.stop()
+        server_side = server_timings(bench.log_file)
     analysis_ms = analysis_alone(text, args.iterations) if args.analysis_baseline else []
     doc_lines = text.count("\n")
     out += described
@@ -391,6 +393,15 @@ async def run(args: argparse.Namespace) -> list[str]:
     if bench.notes:
         out.append("")
         out += bench.notes
+    if server_side:
+        analysed, published = zip(*server_side)
+        out.append("")
+        out.append(
+            f"inside the server, per static-diagnostics edit: analysis p50 {percentile(list(analysed), 0.5):.1f} / "
+            f"p99 {percentile(list(analysed), 0.99):.1f} ms, converting + sending p50 "
+            f"{percentile(list(published), 0.5):.1f} / p99 {percentile(list(published), 0.99):.1f} ms "
+            f"({len(server_side)} edits; the rest of the client-side figure is transport, the client and the machine)"
+        )
     if analysis_ms:
         out.append("")
         out.append(
@@ -401,6 +412,19 @@ async def run(args: argparse.Namespace) -> list[str]:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     out.append(f"load average at end: {load}")
     return out
+
+
+_SERVER_TIMING = re.compile(r"static rules: \S+ v\d+ analysed in ([\d.]+) ms, published in ([\d.]+) ms")
+
+
+def server_timings(log_file: Path) -> list[tuple[float, float]]:
+    """(analysis ms, publish ms) for every static-rules pass the server logged, first (cold) one dropped."""
+    try:
+        text = log_file.read_text(errors="replace")
+    except OSError:
+        return []
+    rows = [(float(a), float(b)) for a, b in _SERVER_TIMING.findall(text)]
+    return rows[1:]
 
 
 def analysis_alone(text: str, iterations: int) -> list[float]:

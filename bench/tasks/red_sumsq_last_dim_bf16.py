@@ -1,7 +1,7 @@
-"""Scaled sum of squares over the last dimension, bf16 in, fp32 out: the statistic an
-RMSNorm or a gradient-norm clip computes, over (8192, 8192), accumulated in fp32.
-Centred by the row length (the expectation for unit-variance input) so that the
-output is not a near-constant 8192 that a loose relative tolerance would accept.
+"""Sum of squares over the last dimension, bf16 in, fp32 out: the statistic an RMSNorm
+or a gradient-norm clip computes, over (8192, 8192), upcast and accumulated in fp32.
+(The output sits near 8192 with a spread of about 128: fp32 tolerances tell a kernel
+that ignores its input from one that does not.)
 """
 
 import torch
@@ -20,7 +20,7 @@ class Model(nn.Module):
 
     def forward(self, x):
         h = x.to(torch.float32)
-        return (h * h).sum(dim=-1) - h.shape[-1]
+        return (h * h).sum(dim=-1)
 
 
 def get_inputs():

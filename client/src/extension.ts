@@ -13,7 +13,7 @@ import { StatusBar } from "./vscode/statusBar";
 
 let controller: ServerController | undefined;
 
-export async function activate(context: vscode.ExtensionContext): Promise<void> {
+export function activate(context: vscode.ExtensionContext): void {
   const redactor = new Redactor();
   const output = new RedactingLogChannel(vscode.window.createOutputChannel("Stitch", { log: true }), redactor);
   const trace = new TraceChannel(
@@ -77,14 +77,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
   );
-  const interpreterListener = await onInterpreterChanged(() => {
+  // Not awaited: activating the Python extension must not hold up Stitch's own activation.
+  void onInterpreterChanged(() => {
     if (!vscode.workspace.getConfiguration(SECTION).get<string>("python")) {
       void server.restart("the Python extension's interpreter changed", true);
     }
-  });
-  if (interpreterListener) {
-    context.subscriptions.push(interpreterListener);
-  }
+  }).then((listener) => listener && context.subscriptions.push(listener));
 
   if (!vscode.workspace.isTrusted) {
     void vscode.window
@@ -101,7 +99,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       });
   }
 
-  await server.restart("extension activated");
+  // The server starts in the background; activation (and the commands) do not wait for it.
+  void server.restart("extension activated");
 }
 
 export async function deactivate(): Promise<void> {
@@ -178,9 +177,12 @@ class FallbackCommands implements vscode.Disposable {
     }
   }
 
-  private explain(command: ServerCommand): void {
+  private async explain(command: ServerCommand): Promise<void> {
     const title = COMMAND_TITLES[command];
     const server = this.server();
+    if (command === SERVER_COMMANDS.fuseSelection && server && (await server.fuseSelectionByCodeAction())) {
+      return;
+    }
     const message = server?.running
       ? `Stitch: this server does not provide "${title}" yet (update the stitch-lsp package).`
       : `Stitch: "${title}" needs the Stitch server, which is not running.`;

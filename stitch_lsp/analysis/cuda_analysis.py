@@ -13,8 +13,8 @@ fast on large files:
   results (keyed by their text and the file's constants).
 
 Broken parses: a function whose own subtree contains a syntax error (an ERROR or a
-MISSING node) gets no rule findings at all — its facts (name, parameters, launches)
-are still reported, marked ``parse_ok=False``. Functions that parse cleanly keep
+MISSING node) gets no rule findings at all, and nothing is built from its body: only
+its signature (a KernelInfo marked ``parse_ok=False``) is reported. Functions that parse cleanly keep
 their findings, so a half-typed kernel does not hide real problems elsewhere in the
 file. ``CudaAnalysis.parse_ok`` is False whenever the file has any syntax error, and
 ``syntax_errors`` says where, so the editor can show one "does not parse" message.
@@ -27,14 +27,15 @@ import contextlib
 import gc
 import hashlib
 import logging
+import re
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from tree_sitter import Node, Tree
 
 from stitch_lsp.analysis import rules as rule_registry
 from stitch_lsp.analysis.cuda_consts import Constants
-from stitch_lsp.analysis.cuda_declarations import kernel_info
+from stitch_lsp.analysis.cuda_declarations import function_header, kernel_info
 from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts
 from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_edits import Edit, common_prefix, common_suffix, line_end, point_at
@@ -48,6 +49,9 @@ from stitch_lsp.findings import Finding, Position, Range
 log = logging.getLogger(__name__)
 
 MAX_SYNTAX_ERRORS = 50
+# Function results kept beyond the current version's (see _analyze_tree).
+RECENT_SPARE = 256
+RECENT_VERSIONS = 16
 def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
     """ERROR and MISSING nodes, found by descending only into subtrees that have errors."""
     found: list[Range] = []
@@ -84,6 +88,15 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
     if u.is_prototype:
         k = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn)
         return UnitResult(row, k, (), (), (), ())
+    if not ok:
+        # Only the signature of a function that does not parse: nothing built from its body.
+        # (While a brace is unclosed its "body" can be the rest of the file: skipping it
+        # also keeps each keystroke cheap.)
+        header = function_header(src, cols, u.fn)
+        if header is None or not (header[1] or header[2]):
+            return UnitResult(row, None, (), (), (), (), False)
+        k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn, header=header)
+        return UnitResult(row, k, (), (), (), (), False)
     facts = build_facts(src, cols, consts, u.fn, u.unit)
     if facts is None:
         return UnitResult(row, None, (), (), (), ())
@@ -106,17 +119,32 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
         for c in facts.method_calls if c.name == "sync"
     )
     findings: list[Finding] = []
-    if ok:
-        for rule in rule_registry.FUNCTION_RULES:
-            out = Emitter(facts, path, rule.meta)
-            try:
-                rule.check(facts, out)
-            except Exception:  # one rule's bug must not take the analysis down
-                log.exception("rule %s failed on %s in %s", rule.meta.code, facts.name, path or "<text>")
-                continue
-            findings.extend(out.found)
+    for rule in rule_registry.FUNCTION_RULES:
+        out = Emitter(facts, path, rule.meta)
+        try:
+            rule.check(facts, out)
+        except Exception:  # one rule's bug must not take the analysis down
+            log.exception("rule %s failed on %s in %s", rule.meta.code, facts.name, path or "<text>")
+            continue
+        findings.extend(out.found)
     return UnitResult(row, kernel, tuple(l.info for l in facts.launches), shared, barriers,
                       tuple(sorted(findings, key=lambda f: (f.range, f.code))), ok)
+
+
+_WORD = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _relevant_context(text: bytes, consts: Constants) -> tuple:
+    """The part of the file-level context a function's results can depend on: the constants
+    it names, and (where it launches kernels) the macros and includes that phrase fixes.
+    Keying on this rather than on all constants keeps a function's cached result valid
+    while unrelated lines at the top of the file are being edited."""
+    names = consts.names()
+    used = tuple((n, consts.get(n)) for n in sorted({w.decode() for w in _WORD.findall(text)} & names)) \
+        if names else ()
+    if b"<<<" in text:
+        return used, consts.function_macros, consts.includes
+    return used
 
 
 @contextlib.contextmanager
@@ -144,6 +172,8 @@ class CudaAnalyzer:
         self._tree: Tree | None = None
         self._tops_kept: list[TopRecord] = []
         self._context: bytes = b""
+        self._recent: dict[tuple, UnitResult] = {}
+        self._live_counts: deque[int] = deque(maxlen=RECENT_VERSIONS)
         self._last: CudaAnalysis | None = None
 
     def analyze(self, text: str) -> CudaAnalysis:
@@ -169,6 +199,8 @@ class CudaAnalyzer:
         self._src = self._tree = self._last = None
         self._tops_kept = []
         self._context = b""
+        self._recent = {}
+        self._live_counts.clear()
 
     def _parse(self, src: bytes) -> tuple[Tree, Edit | None]:
         old, tree = self._src, self._tree
@@ -234,20 +266,31 @@ class CudaAnalyzer:
         cols = Columns(src)
         tops, replaced = self._tops(src, root, edit)
         consts = constants_of(tops)
-        # One short digest of the file-level context goes into every function's cache key.
         context = hashlib.blake2b(repr(consts).encode(), digest_size=16).digest()
         if context != self._context and edit is not None:
-            # Constants changed: every function is looked at again.
+            # Constants changed: every function is keyed again (most keep their results:
+            # a function's key only holds the constants it names).
             tops, replaced = [visit_top(src, c) for c in root.children], self._tops_kept
-        # Functions of replaced records whose own text did not change are reused by key.
-        cache = {key: result for top in replaced for key, result in top.entries}
+        # Functions whose own text did not change are reused by key: from the records this
+        # version replaced, or from the last few versions (a half-typed line can make the
+        # parser swallow the functions below it for a keystroke or two).
+        recent = self._recent
+        for top in replaced:
+            for key, result in top.entries:
+                recent[key] = result
         results: list[UnitResult] = []
+        live = 0
         for top in tops:
             if top.units:
-                top.entries = [self._unit_result(src, cols, consts, context, u, cache) for u in top.units]
+                top.entries = [self._unit_result(src, cols, consts, u, recent) for u in top.units]
                 top.units = []  # nodes of this tree must not outlive it
+            live += len(top.entries)
             for _, result in top.entries:
                 results.append(result)
+        self._live_counts.append(live)
+        cap = 2 * max(self._live_counts) + RECENT_SPARE
+        while len(recent) > cap:
+            del recent[next(iter(recent))]  # oldest first
         self._tops_kept = tops
         self._context = context
 
@@ -277,11 +320,12 @@ class CudaAnalyzer:
             findings=kept, suppressed=dropped,
         )
 
-    def _unit_result(self, src: bytes, cols: Columns, consts: Constants, context: bytes,
+    def _unit_result(self, src: bytes, cols: Columns, consts: Constants,
                      u: Unit, cache: dict[tuple, UnitResult]) -> tuple[tuple, UnitResult]:
         node = u.unit
         line_start = node.start_byte - node.start_point.column
-        key = (src[line_start:node.start_byte], src[node.start_byte:node.end_byte], context, node.has_error)
+        text = src[node.start_byte:node.end_byte]
+        key = (src[line_start:node.start_byte], text, _relevant_context(text, consts), node.has_error)
         hit = cache.get(key)
         row = node.start_point.row
         if hit is None:

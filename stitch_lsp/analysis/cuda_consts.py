@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
+import warnings
 
 from attrs import frozen
 from tree_sitter import Node
@@ -13,6 +14,7 @@ from tree_sitter import Node
 from stitch_lsp.analysis.cuda_text import node_text
 from stitch_lsp.analysis.cuda_text import operands
 
+_ARITHMETIC = re.compile(r"^[\w\s()+\-*/%<>&|]{1,200}$")
 _INT_SUFFIX = re.compile(r"(?<=[0-9a-fA-F])[uUlL]+\b")
 _MAX_DEPTH = 12
 _BINOPS = {
@@ -42,6 +44,9 @@ class Constants:
 
     def __contains__(self, name: str) -> bool:
         return name in self._lookup()
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._lookup())
 
     def _lookup(self) -> dict[str, str]:
         # Built once per instance (a file can #define hundreds of names); the first definition wins.
@@ -75,9 +80,13 @@ def eval_text(text: str, consts: Constants, depth: int = 0) -> int | None:
     value = parse_int_literal(text)
     if value is not None:
         return value
+    if not _ARITHMETIC.match(text):
+        return None
     try:
-        tree = ast.parse(_INT_SUFFIX.sub("", text), mode="eval")
-    except SyntaxError:
+        with warnings.catch_warnings():  # `1x`-style tokens warn before they fail
+            warnings.simplefilter("ignore")
+            tree = ast.parse(_INT_SUFFIX.sub("", text), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
     def ev(n):

@@ -121,7 +121,6 @@ class FunctionFacts:
     # Per-function results several rules share (e.g. the shared-memory event list).
     memo: dict[str, object] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
-    _closure_memo: dict[str, frozenset[str]] = field(factory=dict)
 
     # ---- text and ranges -------------------------------------------------
     def text(self, node: Node) -> str:
@@ -141,24 +140,30 @@ class FunctionFacts:
                 return d
         return None
 
-    def shared_names(self) -> set[str]:
-        names = {d.name for d in self.decls if d.is_shared}
-        # Pointers carved out of shared arrays (`float* b = smem + n;`) are shared too.
-        for d in self.decls:
-            if d.is_pointer and d.value is not None and not d.is_shared:
-                if self.base_names(d.value) & names:
-                    names.add(d.name)
-        return names
+    def shared_names(self) -> frozenset[str]:
+        """`__shared__` arrays, and pointers carved out of them (`float* b = smem + n;`)."""
+        hit = self.memo.get("shared_names")
+        if hit is None:
+            names = {d.name for d in self.decls if d.is_shared}
+            for d in self.decls:
+                if d.is_pointer and d.value is not None and not d.is_shared:
+                    if self.base_names(d.value) & names:
+                        names.add(d.name)
+            hit = self.memo["shared_names"] = frozenset(names)
+        return hit
 
-    def global_pointer_names(self) -> set[str]:
+    def global_pointer_names(self) -> frozenset[str]:
         """Pointer parameters and local pointers derived from them."""
-        names = {p.info.name for p in self.params if p.info.is_pointer}
-        shared = self.shared_names()
-        for d in self.decls:
-            if d.is_pointer and d.value is not None and d.name not in shared:
-                if self.base_names(d.value) & names:
-                    names.add(d.name)
-        return names
+        hit = self.memo.get("global_pointer_names")
+        if hit is None:
+            names = {p.info.name for p in self.params if p.info.is_pointer}
+            shared = self.shared_names()
+            for d in self.decls:
+                if d.is_pointer and d.value is not None and d.name not in shared:
+                    if self.base_names(d.value) & names:
+                        names.add(d.name)
+            hit = self.memo["global_pointer_names"] = frozenset(names)
+        return hit
 
     def type_of(self, name: str) -> str | None:
         d = self.local(name)

@@ -90,7 +90,8 @@ class Summary:
     fast_p: list[FastP] = field(factory=list)
     geomean_vs_eager: float | None = None  # over correct tasks with a finite speedup
     geomean_vs_compile: float | None = None
-    geomean_count: int = 0
+    geomean_count: int = 0  # correct tasks with a finite speedup over eager
+    geomean_compile_count: int = 0  # ... over torch.compile (its baseline can fail on its own)
     copy_bandwidth_gbs: float | None = None
     memory_bound: int = 0  # correct, memory-bound tasks with an achieved bandwidth
     memory_bound_at_80pct: int = 0  # of those, at >= 80% of the measured copy bandwidth

@@ -89,6 +89,7 @@ def summarise(results: list[TaskResult], total: int, copy_gbs: float | None = No
         geomean_vs_eager=geomean(r.speedup_vs_eager for r in correct),
         geomean_vs_compile=geomean(r.speedup_vs_compile for r in correct),
         geomean_count=sum(1 for r in correct if valid_speedup(r.speedup_vs_eager)),
+        geomean_compile_count=sum(1 for r in correct if valid_speedup(r.speedup_vs_compile)),
         copy_bandwidth_gbs=copy_gbs,
         memory_bound=len(memory),
         memory_bound_at_80pct=sum(1 for r in memory if pct_of_copy(r, copy_gbs) >= 100 * COPY_TARGET),

@@ -140,14 +140,20 @@ def _measure_gpus(workers: Sequence[Worker], cancel: CancelToken, out: TextIO) -
     return [infos[w.slot] for w in workers]
 
 
-def list_tasks(options: BenchOptions, out: TextIO) -> int:
-    """Print the tasks a run would take (after filters and --part), without running anything."""
+def _selected(options: BenchOptions, out: TextIO) -> tuple[list[BenchTask], list[BenchTask]]:
+    """(every task in the directory, those the filters and --part select); skipped files are reported."""
     found, skipped = discover(options.tasks_dir)
+    for message in skipped:
+        print(f"skipped {message}", file=out)
     chosen = select(found, options.filter)
     if options.part is not None:
         chosen = part(chosen, *options.part)
-    for message in skipped:
-        print(f"skipped {message}", file=out)
+    return found, chosen
+
+
+def list_tasks(options: BenchOptions, out: TextIO) -> int:
+    """Print the tasks a run would take (after filters and --part), without running anything."""
+    found, chosen = _selected(options, out)
     width = max((len(t.name) for t in chosen), default=4)
     for t in chosen:
         size = f"{t.min_bytes / 1e6:.0f} MB" if t.min_bytes else ""
@@ -160,12 +166,7 @@ def list_tasks(options: BenchOptions, out: TextIO) -> int:
 def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdout,
               make_worker: WorkerFactory = shard_worker, cancel: CancelToken | None = None) -> BenchReport:
     cancel = cancel or CancelToken()
-    found, skipped = discover(options.tasks_dir)
-    for message in skipped:
-        print(f"skipped {message}", file=out)
-    chosen = select(found, options.filter)
-    if options.part is not None:
-        chosen = part(chosen, *options.part)
+    found, chosen = _selected(options, out)
     if not chosen:
         raise BenchError(f"no tasks in {options.tasks_dir} match the filters" if found
                          else f"no KernelBench tasks in {options.tasks_dir}")

@@ -64,8 +64,10 @@ def render_summary(summary: Summary) -> str:
         "  p          " + "  ".join(f"{f.p:>5g}" for f in s.fast_p),
         "  vs eager   " + "  ".join(f"{_rate(f.vs_eager):>5}" for f in s.fast_p),
         "  vs compile " + "  ".join(f"{_rate(f.vs_compile):>5}" for f in s.fast_p),
-        f"geometric-mean speedup over {s.geomean_count} correct tasks: {_x(s.geomean_vs_eager)} vs eager, "
-        f"{_x(s.geomean_vs_compile)} vs torch.compile",
+        f"geometric-mean speedup over {s.geomean_count} correct tasks: {_x(s.geomean_vs_eager)} vs eager; "
+        + (f"{_x(s.geomean_vs_compile)} vs torch.compile"
+           + ("" if s.geomean_compile_count == s.geomean_count
+              else f" (over {s.geomean_compile_count}: torch.compile failed or was not timed on the others)")),
     ]
     if s.copy_bandwidth_gbs:
         lines.append(

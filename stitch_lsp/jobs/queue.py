@@ -69,7 +69,7 @@ class QueueClosed(RuntimeError):
     """Submitting after ``shutdown()``."""
 
 
-@define
+@define(kw_only=True)
 class JobSpec(Generic[T]):
     """What to run. ``run(token, report)`` must honour ``token`` (kill its children on cancel)."""
 

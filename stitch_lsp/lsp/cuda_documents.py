@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Above this size a request never analyses on the event loop: it answers from the last
+# analysis (a few keystrokes old at most) while the background pass catches up.
+SYNC_ANALYSIS_MAX_CHARS = 300_000
+
 # Beyond this a document is not parsed (a generated or data file opened by mistake);
 # a 100,000-line kernel file is about 4 MB and is still analysed.
 MAX_ANALYSIS_CHARS = 16_000_000
@@ -70,7 +74,12 @@ class CudaDocuments:
             self._cache.pop(uri, None)
 
     def get(self, uri: str) -> Any:
-        """The CudaAnalysis of the open document's current text (None if not open / not fit)."""
+        """The CudaAnalysis of the open document (None if not open / not fit / not yet analysed).
+
+        Small documents are analysed now if the cache is behind. A big one is never
+        analysed here (this runs on the event loop): the last analysis is returned,
+        possibly for an older version, and the static-rules pass brings it up to date.
+        """
         doc = self._server.document(uri)
         if doc is None or not self._server.is_cuda(uri):
             return None
@@ -78,6 +87,10 @@ class CudaDocuments:
         if hit:
             return analysis
         version, text = doc.version, doc.source
+        if len(text) > SYNC_ANALYSIS_MAX_CHARS:
+            with self._lock:
+                entry = self._cache.get(uri)
+            return entry[1] if entry is not None else None
         analysis = analyze_text(text, self._server.path_of(uri))
         self.store(uri, version, analysis)
         return analysis

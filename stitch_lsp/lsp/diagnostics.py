@@ -47,7 +47,11 @@ class DiagnosticStore:
 
     # -- what features call -------------------------------------------------------------
     def set(self, uri: str, source: str, findings: list[Finding] | tuple[Finding, ...]) -> None:
-        """Replace ``source``'s findings for ``uri`` and show the merged set."""
+        """Replace ``source``'s findings for ``uri`` and show the merged set (from any thread)."""
+        if self._server.off_loop():
+            findings = list(findings)
+            self._server.call_soon(lambda: self.set(uri, source, findings))
+            return
         sources = self._by_uri.setdefault(uri, {})
         findings = list(findings)
         if not findings and not sources.get(source):

@@ -27,6 +27,11 @@ class HintStore:
         self._refresh_scheduled = False
 
     def set(self, uri: str, source: str, hints: list[Hint] | tuple[Hint, ...]) -> None:
+        """Replace ``source``'s hints for ``uri`` (from any thread)."""
+        if self._server.off_loop():
+            hints = list(hints)
+            self._server.call_soon(lambda: self.set(uri, source, hints))
+            return
         sources = self._by_uri.setdefault(uri, {})
         hints = list(hints)
         if not hints and not sources.get(source):

@@ -7,6 +7,7 @@ stdio by default (stdout carries the protocol, so logs go to stderr or
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     from stitch_lsp.lsp.server import create_server
 
     server = create_server()
+    # Everything imported so far lives as long as the process: keep the cyclic GC from
+    # rescanning it on every full collection (pauses a user would feel as latency).
+    gc.freeze()
     if args.tcp:
         host, port = args.tcp
         server.start_tcp(host, port)

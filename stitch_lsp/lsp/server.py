@@ -185,6 +185,15 @@ class StitchServer(LanguageServer):
         except asyncio.TimeoutError:
             log.warning("settings not loaded after %g s; going on with what we have", timeout)
 
+    def off_loop(self) -> bool:
+        """True when called from a thread other than the one running the server's loop."""
+        if self.loop is None:
+            return False
+        try:
+            return asyncio.get_running_loop() is not self.loop
+        except RuntimeError:
+            return True
+
     async def run_in_thread(self, fn: Callable[..., Any], *args: Any, pool: str = "analysis") -> Any:
         executor = self.analysis_pool if pool == "analysis" else self.process_pool
         return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)

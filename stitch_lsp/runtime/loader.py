@@ -23,6 +23,7 @@ import ctypes
 import glob
 import hashlib
 import json
+import operator
 import os
 import re
 import struct
@@ -454,7 +455,7 @@ def _pointer(param: _Param, value: Any, index: int, name: str, device: int) -> c
     if isinstance(value, torch.Tensor):
         if not value.is_cuda:
             raise TypeError(f"{name}: argument {index} ({param.text}) needs a CUDA tensor, got one on {value.device}")
-        if value.device.index != device:
+        if value.get_device() != device:
             raise TypeError(f"{name}: argument {index} ({param.text}) is on {value.device}, kernel on cuda:{device}")
         allowed = _POINTEE_DTYPES.get(param.base)
         if allowed is not None and value.dtype not in allowed:
@@ -481,14 +482,32 @@ def _guess(value: Any, index: int, name: str, device: int) -> Any:
 
 
 def _dim3(value: Any, what: str) -> tuple[int, int, int]:
-    if isinstance(value, int):
-        dims = [value]
-    else:
-        dims = [int(v) for v in value]
+    # Fast paths first: launches are hot, and (n, 1, 1) / n are what callers pass.
+    if type(value) is tuple and len(value) == 3:
+        a, b, c = value
+        if type(a) is int and type(b) is int and type(c) is int and a > 0 and b > 0 and c > 0:
+            return value
+    elif type(value) is int and value > 0:
+        return value, 1, 1
+    try:
+        # operator.index: ints and integer-like (numpy, 0-d integer tensors); a float is a mistake.
+        dims = [operator.index(value)] if hasattr(value, "__index__") else [operator.index(v) for v in value]
+    except TypeError:
+        raise TypeError(f"{what} must be integers, got {value!r}") from None
     if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
         raise ValueError(f"{what} must be 1 to 3 positive integers, got {value!r}")
     dims += [1] * (3 - len(dims))
     return dims[0], dims[1], dims[2]
+
+
+def _pack(values: list[Any]) -> Any:
+    """The ``void**`` cuLaunchKernel takes: the address of each argument's storage.
+
+    ``values`` must stay alive until the launch returns (the driver copies them then).
+    """
+    if not values:
+        return (ctypes.c_void_p * 1)()
+    return (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
 
 
 # --------------------------------------------------------------------------- kernel
@@ -568,9 +587,7 @@ class Kernel:
             raise ValueError(f"{self.name}: block of {threads} threads exceeds this kernel's limit of "
                              f"{self.attributes['max_threads_per_block']}")
         values = self._marshal(args)
-        array = (ctypes.c_void_p * max(1, len(values)))()
-        for i, v in enumerate(values):
-            array[i] = ctypes.cast(ctypes.byref(v), ctypes.c_void_p)
+        array = _pack(values)
         if shared_mem > 48 * 1024 and shared_mem > self._dynamic_shared:
             _check_cu(_cuda().cuFuncSetAttribute(self._func, _MAX_DYNAMIC_SHARED, int(shared_mem)),
                       f"{self.name}: asking for {shared_mem} bytes of shared memory")

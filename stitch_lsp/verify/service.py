@@ -43,7 +43,10 @@ _DIED_STATUS = {
 def materialise(workdir: Path, reference_source: str, candidate: Candidate) -> tuple[Path, Path, list[Path]]:
     """Write the job's files under ``workdir/<candidate key>/``: reference.py, candidate.py, its .cu files."""
     job_dir = workdir / f"{candidate.key()}-{_short_hash(reference_source)}"
+    if not job_dir.exists():
+        prune_job_dirs(workdir, KEEP_JOB_DIRS - 1)
     job_dir.mkdir(parents=True, exist_ok=True)
+    job_dir.touch()
     ref_path = job_dir / "reference.py"
     cand_path = job_dir / "candidate.py"
     _write_if_changed(ref_path, reference_source)
@@ -55,6 +58,23 @@ def materialise(workdir: Path, reference_source: str, candidate: Candidate) -> t
         _write_if_changed(path, text)
         cuda_paths.append(path)
     return ref_path, cand_path, cuda_paths
+
+
+KEEP_JOB_DIRS = 64
+
+
+def prune_job_dirs(workdir: Path, keep: int = KEEP_JOB_DIRS) -> None:
+    """Job folders (materialised candidates, tool outputs) beyond the newest ``keep`` go."""
+    import shutil
+
+    try:
+        dirs = [d for d in workdir.iterdir() if d.is_dir() and "-" in d.name and d.name not in ("worker-logs",)
+                and (d / "candidate.py").exists()]
+    except OSError:
+        return
+    dirs.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in dirs[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _short_hash(text: str) -> str:

@@ -72,3 +72,13 @@ def test_copy_bandwidth_share_of_memory_bound_kernels():
     assert pct_of_copy(results[0], 3000.0) == pytest.approx(90.0)
     assert pct_of_copy(results[0], None) is None
     assert summarise(results, 4).memory_bound == 0
+
+
+def test_compile_geomean_counts_its_own_tasks():
+    from stitch_lsp.benchsuite.table import render_summary
+
+    summary = summarise([r("a", eager=2.0, compile_=1.2), r("b", eager=4.0, compile_=None)], 2)
+    assert summary.geomean_count == 2 and summary.geomean_compile_count == 1
+    assert summary.geomean_vs_compile == pytest.approx(1.2)
+    text = render_summary(summary)
+    assert "2.83x vs eager; 1.20x vs torch.compile (over 1: torch.compile failed" in text

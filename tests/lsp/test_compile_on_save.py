@@ -151,9 +151,9 @@ def _children_of(pid: int) -> list[int]:
 
 async def test_hanging_nvcc_is_killed(tmp_path):
     fake = tmp_path / "fake-nvcc"
-    marker = tmp_path / "started"
-    # A compiler that hangs, with a child of its own that hangs too.
-    fake.write_text(f"#!/bin/sh\ntouch {marker}\nsleep 300 &\nsleep 300\n")
+    pids = tmp_path / "pids"
+    # A compiler that hangs, with a child of its own that hangs too; both note their pids.
+    fake.write_text(f"#!/bin/sh\necho $$ >> {pids}\nsleep 300 &\necho $! >> {pids}\nsleep 300\n")
     fake.chmod(0o755)
     path = tmp_path / "clean.cu"
     path.write_text(CLEAN)
@@ -161,20 +161,21 @@ async def test_hanging_nvcc_is_killed(tmp_path):
     async with running_server(tmp_path, settings=settings) as client:
         uri = open_doc(client, path)
         save_doc(client, uri)
-        await wait_until(marker.exists, 30, "the fake nvcc to start")
+        await wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, 30, "the fake nvcc to start")
         await wait_until(lambda: any("did not finish" in m.message for m in client.messages), 30, "the timeout")
         server_pid = client._server.pid
         await wait_until(lambda: not _children_of(server_pid), 10, "no children left")
-        sleeps = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).startswith("sleep 300")]
-        assert not sleeps, "the fake nvcc's own child outlived the timeout"
+        started = [int(p) for p in pids.read_text().split()]
+        await wait_until(lambda: not any(_alive(p) for p in started), 10, "the fake nvcc and its child to die")
         assert "compileTimeoutS" in next(m.message for m in client.messages if "did not finish" in m.message)
 
 
-def _cmdline(pid: str) -> str:
+def _alive(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return ""
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.nvcc

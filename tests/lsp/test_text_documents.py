@@ -43,3 +43,28 @@ def test_random_edits_match_pygls():
 def test_lines_split_only_at_lsp_line_ends():
     assert split_lines("a\x0cb\nc\rd\r\ne") == ["a\x0cb\n", "c\r", "d\r\n", "e"]
     assert split_lines("a\nb\n") == ["a\n", "b\n"]
+
+
+def test_stores_accept_results_from_other_threads():
+    import asyncio
+    import threading
+
+    from stitch_lsp.findings import Finding, Hint, Position, Range, Severity
+    from stitch_lsp.lsp.server import StitchServer
+
+    server = StitchServer()
+    published = []
+    server.diagnostics.publish = lambda uri: published.append((uri, threading.current_thread().name))
+
+    async def scenario():
+        server.loop = asyncio.get_running_loop()
+        finding = Finding("k.cu", Range(Position(0, 0), Position(0, 1)), Severity.WARNING, "X", "m")
+        worker = threading.Thread(target=lambda: server.diagnostics.set("file:///k.cu", "verify", [finding]), name="w")
+        worker.start()
+        worker.join()
+        threading.Thread(target=lambda: server.hints.set("file:///k.cu", "verify", [Hint("k.cu", Position(0, 0), "x")])).start()
+        await asyncio.sleep(0.1)
+
+    asyncio.run(scenario())
+    assert published == [("file:///k.cu", threading.main_thread().name)]
+    assert [h.label for h in server.hints.get("file:///k.cu")] == ["x"]

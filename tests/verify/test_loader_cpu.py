@@ -66,3 +66,27 @@ def test_nvrtc_log_is_parsed_for_the_callers_file():
     assert "undefined_name" in diags[0].message
     err = loader.KernelCompileError("scale", "candidate.py", text, diags)
     assert "candidate.py:14" in str(err)
+
+
+def test_dim3_fast_paths_agree_with_the_general_one():
+    assert loader._dim3((4096, 1, 1), "grid") == (4096, 1, 1)
+    assert loader._dim3(7, "grid") == (7, 1, 1)
+    assert loader._dim3([2, 2, 2], "grid") == (2, 2, 2)
+    for bad in ((0, 1, 1), (1, -1, 1), 0, (1.5, 1, 1)):
+        with pytest.raises((ValueError, TypeError)):
+            loader._dim3(bad, "block")
+
+
+def test_pack_points_at_each_argument():
+    values = [ctypes.c_void_p(0x1000), ctypes.c_float(2.5), ctypes.c_int32(-7), ctypes.c_int64(1 << 40),
+              ctypes.c_uint16(0x3C00)]
+    array = loader._pack(values)
+    assert len(array) == 5
+    assert ctypes.c_void_p.from_address(array[0]).value == 0x1000
+    assert ctypes.c_float.from_address(array[1]).value == 2.5
+    assert ctypes.c_int32.from_address(array[2]).value == -7
+    assert ctypes.c_int64.from_address(array[3]).value == 1 << 40
+    assert ctypes.c_uint16.from_address(array[4]).value == 0x3C00
+    # The same addresses the launch path used before (cast of byref).
+    assert all(array[i] == ctypes.cast(ctypes.byref(v), ctypes.c_void_p).value for i, v in enumerate(values))
+    assert len(loader._pack([])) == 1

@@ -127,3 +127,15 @@ def test_missing_ncu_and_sanitizer_are_skipped_with_the_reason(tmp_path, monkeyp
     s = nsight.sanitize(Settings(), job, tmp_path)
     assert p.status == "skipped" and "ncu" in p.message
     assert s.status == "skipped" and "compute-sanitizer" in s.message
+
+
+def test_job_folders_are_pruned(tmp_path):
+    from stitch_lsp.pipeline import Candidate
+    from stitch_lsp.verify.service import materialise, prune_job_dirs
+
+    for i in range(5):
+        materialise(tmp_path, "ref", Candidate(module_source=f"x = {i}\n", cuda_sources={"k.cu": "//"}))
+    assert len([d for d in tmp_path.iterdir() if d.is_dir()]) == 5
+    prune_job_dirs(tmp_path, keep=2)
+    left = [d for d in tmp_path.iterdir() if d.is_dir()]
+    assert len(left) == 2 and all((d / "candidate.py").exists() and (d / "k.cu").exists() for d in left)

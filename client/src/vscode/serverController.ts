@@ -15,6 +15,7 @@ import {
   State,
   type CloseHandlerResult,
   type ErrorHandlerResult,
+  type WorkspaceEdit as ProtocolWorkspaceEdit,
   type LanguageClientOptions,
 } from "vscode-languageclient/node";
 import packageJson from "../../package.json";
@@ -37,6 +38,7 @@ import {
 } from "../core/protocol";
 import type { Redactor } from "../core/redact";
 import { editorArguments } from "../core/commandArgs";
+import { pickFuseAction, type ProtocolCodeAction, type ProtocolCommand } from "../core/fuseAction";
 import { needsEditorArguments } from "../core/report";
 import { CrashPolicy, withTimeout } from "../core/restartPolicy";
 import {
@@ -503,6 +505,51 @@ export class ServerController implements vscode.Disposable {
     this.events.onLlmStatus(undefined);
     this.events.onServerCommands([]);
     this.setState("stopped");
+  }
+
+  /**
+   * Fuse the selection through the server's fuse code action (for servers that offer
+   * fusing as a code action rather than the `stitch.fuseSelection` command).
+   * Returns false when this server offers neither.
+   */
+  async fuseSelectionByCodeAction(): Promise<boolean> {
+    const client = this.client;
+    if (!client || !this.running) {
+      return false;
+    }
+    const commands = client.initializeResult?.capabilities.executeCommandProvider?.commands ?? [];
+    if (!commands.includes("stitch.fuse")) {
+      return false;
+    }
+    const editor = vscode.window.activeTextEditor;
+    const c2p = client.code2ProtocolConverter;
+    const args = editorArguments(
+      "stitch.fuseSelection",
+      editor && { uri: c2p.asUri(editor.document.uri), selection: c2p.asRange(editor.selection), cursor: c2p.asPosition(editor.selection.active) },
+    );
+    if (!args.ok || !editor) {
+      void vscode.window.showInformationMessage(args.ok ? "Stitch: open a Python file first." : args.message);
+      return true;
+    }
+    const actions = await client.sendRequest<(ProtocolCodeAction | ProtocolCommand)[] | null>("textDocument/codeAction", {
+      textDocument: { uri: c2p.asUri(editor.document.uri) },
+      range: c2p.asRange(editor.selection),
+      context: { diagnostics: [], only: ["refactor.rewrite", "quickfix"], triggerKind: 1 },
+    });
+    const choice = pickFuseAction(actions);
+    if (choice.kind === "none") {
+      void vscode.window.showInformationMessage("Stitch: the selection has no PyTorch ops to fuse (select two or more tensor operations).");
+    } else if (choice.kind === "disabled") {
+      const fix = choice.fix;
+      const button = fix ? fix.title.replace(/^Stitch:\s*/, "").replace(/^./, (c) => c.toUpperCase()) : undefined;
+      const picked = await vscode.window.showWarningMessage(`Stitch: cannot fuse the selection: ${choice.reason}.`, ...(button ? [button] : []));
+      if (fix && picked === button && fix.edit) {
+        await vscode.workspace.applyEdit(await client.protocol2CodeConverter.asWorkspaceEdit(fix.edit as ProtocolWorkspaceEdit));
+      }
+    } else {
+      await vscode.commands.executeCommand(choice.command.command, ...(choice.command.arguments ?? []));
+    }
+    return true;
   }
 
   /** Palette and context-menu invocations carry no protocol arguments: take them from the editor. */

@@ -13,6 +13,7 @@ class IntIndexOverflow(Rule):
                     Severity.WARNING)
 
     def check(self, facts: FunctionFacts, out: Emitter) -> None:
+        self._truncated_numel(facts, out)
         # 64-bit parameters that bound an index (compared somewhere), not seeds or byte counts.
         compared: set[str] = set()
         for c in facts.controls:
@@ -44,6 +45,26 @@ class IntIndexOverflow(Rule):
             out.emit(init, f"loop index `{decl}` is 32-bit but is compared with 64-bit "
                            f"`{bounds[0]}`; it overflows before reaching sizes past 2^31. Use a 64-bit index",
                      fix=Fix(title="Make the loop index 64-bit", edits=(out.replace(type_node, "int64_t"),)))
+
+
+    @staticmethod
+    def _truncated_numel(facts: FunctionFacts, out: Emitter) -> None:
+        """`int n = x.numel();`: a PyTorch element count (int64_t) squeezed into 32 bits."""
+        numels = [c for c in facts.method_calls if c.name == "numel"]
+        if not numels:
+            return
+        for d in facts.decls:
+            if d.value is None or d.is_pointer or d.type_text.replace("const ", "") not in INT32_TYPES:
+                continue
+            lo, hi = d.value.start_byte, d.value.end_byte
+            if not any(lo <= c.node.start_byte < hi for c in numels):
+                continue
+            type_node = d.node.child_by_field_name("type")
+            fix = Fix(title="Keep the count in 64 bits", edits=(out.replace(type_node, "int64_t"),)) \
+                if type_node is not None else None
+            out.emit(d.value, f"`{squash(facts.text(d.value))}` is an int64_t element count; storing it in "
+                              f"`{d.type_text} {d.name}` truncates tensors past 2^31 elements. Use `int64_t`",
+                     fix=fix)
 
 
 RULE = IntIndexOverflow()

@@ -83,9 +83,10 @@ class KernelChecks:
         self._shown: dict[tuple[str, str, int], list[Any]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------------
-    def checker(self) -> KernelChecker:
+    def checker(self, near: str = "") -> KernelChecker:
         if self._checker is None:
-            root = self.server.root or Path.cwd()
+            # Without a workspace folder (a single file opened), the file's folder plays its part.
+            root = self.server.root or (Path(near).parent if near else Path.cwd())
             self._checker = KernelChecker(root, self.server.settings)
         return self._checker
 
@@ -168,7 +169,7 @@ class KernelChecks:
         doc = server.document(uri)
         text = doc.source if doc is not None else Path(pairing.cu_path).read_text()
         request = CheckRequest(pairing=pairing, cu_source=text, profile=profile, sanitize=sanitize)
-        checker = self.checker()
+        checker = self.checker(pairing.cu_path)
         st = self.state(pairing.cu_path, pairing.kernel)
         st.reference = pairing.reference.path
         hit = checker.lookup(request)

@@ -73,6 +73,13 @@ class CompileOnSave:
             self.cancel(uri, "shutdown")
 
     def on_settings_changed(self, settings: Settings) -> None:
+        if not settings.on_save.compile:
+            # Compiling turned off: what an earlier compile said is no longer kept up to date.
+            for uri in set(self.last) | set(self.tokens):
+                self.on_close(uri)
+                self.server.diagnostics.set(uri, SOURCE, [])
+                self.server.hints.set(uri, SOURCE, [])
+            return
         current = _compile_settings(settings)
         if current == self._compile_settings:
             return
@@ -126,10 +133,8 @@ class CompileOnSave:
             return
         server.forget_message(f"nvcc-timeout:{uri}")
         server.forget_message(f"nvcc-no_space:{uri}")
-        doc = server.document(uri)
-        if doc is not None and doc.version == version:
-            analysis = await server.run_in_thread(server.cuda.get, uri)
-        else:
+        hit, analysis = server.cuda.cached(uri, version)
+        if not hit:
             analysis = await server.run_in_thread(analyze_text, text, path)
         check = check_from_outcome(outcome, analysis, path, text)
         self.last[uri] = (outcome, check)
