@@ -6,6 +6,7 @@ code); compile errors are quoted with the offending source line.
 
 from __future__ import annotations
 
+from stitch_lsp.agents.rubric import LABELS
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import KernelProfile, RubricScore, Verdict, VerdictStatus
 
@@ -184,7 +185,7 @@ def rubric_section(scores: list[RubricScore]) -> str:
         return ""
     lines = ["Rubric (1–5):"]
     for s in weak:
-        lines.append(f"- {s.dimension.replace('_', ' ')}: {s.score}/5 — " + "; ".join(s.reasons[:3]))
+        lines.append(f"- {LABELS.get(s.dimension, s.dimension)}: {s.score}/5 — " + "; ".join(s.reasons[:3]))
     return "\n".join(lines)
 
 

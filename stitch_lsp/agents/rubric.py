@@ -27,6 +27,8 @@ CUDA_ENGINEERING = "cuda_engineering"
 OPERATOR_COVERAGE = "operator_coverage"
 SKILL_COMPLIANCE = "skill_compliance"
 DIMENSIONS = (ANTI_HACKING, CUDA_ENGINEERING, OPERATOR_COVERAGE, SKILL_COMPLIANCE)
+LABELS = {ANTI_HACKING: "Anti-hacking", CUDA_ENGINEERING: "CUDA engineering",
+          OPERATOR_COVERAGE: "Operator coverage", SKILL_COMPLIANCE: "Skill compliance"}
 
 SOURCE = "stitch rubric"
 
@@ -290,7 +292,7 @@ def rubric_findings(verdict: Verdict, candidate: Candidate, *, module_path: str,
             range=Range.line_span(0 if on_module else first_kernel),
             severity=Severity.WARNING if score.score <= 2 else Severity.INFO,
             code=f"rubric-{score.dimension.replace('_', '-')}",
-            message=f"{score.dimension.replace('_', ' ').capitalize()} {score.score}/5 ({score.judge}): "
+            message=f"{LABELS.get(score.dimension, score.dimension)} {score.score}/5 ({score.judge}): "
                     + "; ".join(score.reasons),
             source=SOURCE,
         ))
