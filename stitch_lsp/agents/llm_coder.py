@@ -383,7 +383,7 @@ class _Conversation:
 
         def on_tokens(out_tokens: int) -> None:
             now = time.monotonic()
-            if now - last[0] >= 0.25:
+            if now - last[0] >= 1.0:  # about once a second: the editor and the CLI both show it
                 last[0] = now
                 self.report(ProgressEvent("generating", f"Round {number}/{rounds}: {model} writing — "
                                                         f"{base + out_tokens:,} tokens so far", percent))

@@ -290,12 +290,14 @@ def test_cancel_mid_stream_ends_the_job_promptly(fake_api, settings, key, task, 
 
 
 def test_the_format_example_in_the_system_prompt_is_itself_a_valid_clean_binding():
-    from stitch_lsp.agents.llm_prompt import LOADER_USAGE
+    from stitch_lsp.agents.llm_prompt import KERNEL_FILE, loader_usage
     from stitch_lsp.agents.llm_reply import check_module
     from stitch_lsp.verify.anti_hacking import static_flags
 
-    assert check_module(LOADER_USAGE) == ""
-    assert static_flags(LOADER_USAGE) == []
+    example = loader_usage()
+    assert "load_kernel(_SOURCE" in example and f'with_name("{KERNEL_FILE}")' in example
+    assert check_module(example) == ""
+    assert static_flags(example) == []
 
 
 def test_no_gpu_stops_the_loop_after_one_round(fake_api, settings, key, task, plan):
