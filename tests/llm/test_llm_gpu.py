@@ -22,7 +22,7 @@ from stitch_lsp.serde import to_dict
 from stitch_lsp.verdict import VerdictStatus
 from stitch_lsp.verify.service import Verifier, VerifyOptions
 
-from .candidates import BROKEN_CUDA, WRONG_CUDA, reply
+from .candidates import BROKEN_CUDA, GOOD_CUDA, MODULE, SNEAKY_MODULE, WRONG_CUDA, reply
 from .conftest import config_for
 from .fake_messages_api import Reply
 
@@ -52,8 +52,8 @@ def summary(name: str, outcome, api) -> None:
     Path(out, f"llm_gpu_{name}.json").write_text(json.dumps(data, indent=1))
 
 
-def run_job(fake_api, settings, key, task, plan, tmp_path, first_cuda, options):
-    api = fake_api(Reply(reply(cuda=first_cuda)), Reply(reply()))
+def run_job(fake_api, settings, key, task, plan, tmp_path, first_cuda, options, first_module=MODULE):
+    api = fake_api(Reply(reply(cuda=first_cuda, module=first_module)), Reply(reply()))
     verifier = Verifier(settings, tmp_path / "verify")
     events = []
     try:
@@ -98,3 +98,18 @@ def test_wrong_answer_then_correct_on_the_gpu(fake_api, settings, key, task, pla
     assert "FAILED" in api.requests[1].message_texts("user")[-1]
     assert second.verdict.status is VerdictStatus.CORRECT, second.verdict.summary
     assert outcome.ok
+
+
+def test_hack_only_the_dynamic_checks_see_is_never_offered_on_the_gpu(fake_api, settings, key, task, plan, tmp_path):
+    options = VerifyOptions(compile_baseline=False)
+    outcome, api, _ = run_job(fake_api, settings, key, task, plan, tmp_path, GOOD_CUDA, options,
+                              first_module=SNEAKY_MODULE)
+    summary("dynamic_hack_then_correct", outcome, api)
+    first, second = outcome.rounds
+    assert first.verdict.status is VerdictStatus.HACKING, first.verdict.summary
+    assert any(f.dynamic and f.code == "HACK001" for f in first.verdict.hack_flags), first.verdict.hack_flags
+    anti = next(s for s in first.verdict.rubric if s.dimension == "anti_hacking")
+    assert anti.score == 1
+    assert "REJECTED" in api.requests[1].message_texts("user")[-1]
+    assert second.verdict.status is VerdictStatus.CORRECT, second.verdict.summary
+    assert outcome.ok and outcome.candidate.module_source == MODULE
