@@ -192,7 +192,8 @@ class LlmCoder:
                 record, parsed = conv.ask(number)
                 records.append(record)
                 if parsed.candidate is not None:
-                    record.verdict = self._verify(task, parsed.candidate, conv.plan, records, cancel, report)
+                    verdict = self._verify(task, parsed.candidate, conv.plan, records, cancel, report)
+                    record.verdict = attrs.evolve(verdict, usage=attrs.evolve(record.usage, rounds=1))
                     if record.verdict.status is VerdictStatus.NO_GPU:
                         best = record
                         failure = "no_gpu"

@@ -56,6 +56,9 @@ def test_compile_error_feedback_quotes_the_line_and_the_fix_is_offered(fake_api,
     assert api.requests[1].message_texts("assistant")[0].startswith("One grid-stride")
     assert outcome.verdict.usage.rounds == 2
     assert outcome.verdict.usage.cost_usd > 0
+    per_round = [r.verdict.usage for r in outcome.rounds]
+    assert [u.rounds for u in per_round] == [1, 1]
+    assert sum(u.output_tokens for u in per_round) == outcome.verdict.usage.output_tokens
     assert "2 rounds" in outcome.message and "$" in outcome.message
 
 
