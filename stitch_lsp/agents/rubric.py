@@ -16,6 +16,7 @@ import re
 import attrs
 from attrs import define, field
 
+from stitch_lsp.analysis.cuda_analysis import analyze_cuda
 from stitch_lsp.findings import Finding, Range, Severity
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import HackFlag, RubricScore, Verdict, VerdictStatus
@@ -62,7 +63,7 @@ def score_rules(verdict: Verdict, candidate: Candidate, context: RubricContext |
     flags = all_hack_flags(verdict, candidate)
     return [
         score_anti_hacking(verdict, flags),
-        score_cuda_engineering(verdict, context.plan),
+        score_cuda_engineering(verdict, context.plan, static_analysis(candidate)),
         score_operator_coverage(candidate, context.plan),
         score_skill_compliance(verdict, candidate, context),
     ]
@@ -117,10 +118,24 @@ def score_anti_hacking(verdict: Verdict, flags: list[HackFlag]) -> RubricScore:
 
 
 # -- CUDA engineering -------------------------------------------------------------------------
-def score_cuda_engineering(verdict: Verdict, plan: Plan | None) -> RubricScore:
+def static_analysis(candidate: Candidate) -> list[Finding]:
+    """Stitch's own CUDA rules (STC001 ...) on the candidate's kernels: warnings and errors, per file."""
+    found: list[Finding] = []
+    for name, source in sorted(candidate.cuda_sources.items()):
+        # One analyzer slot per file name: candidates replace each other there.
+        analysis = analyze_cuda(source, f"<stitch candidate>/{name}")
+        found += [attrs.evolve(f, path=name) for f in analysis.findings if f.severity <= Severity.WARNING]
+    return found
+
+
+def score_cuda_engineering(verdict: Verdict, plan: Plan | None, static: list[Finding] | None = None) -> RubricScore:
     if verdict.compile is not None and not verdict.compile.ok:
         return RubricScore(CUDA_ENGINEERING, 1, ["does not compile"])
     score, reasons = 5, []
+    codes = sorted({f.code for f in static or []})
+    if codes:
+        score -= min(2, len(codes))
+        reasons += [f"{f.code} ({f.path}:{f.range.start.line + 1}): {f.message}" for f in (static or [])[:3]]
     measured = False
     for res in verdict.compile.kernels if verdict.compile else []:
         if res.spill_stores or res.spill_loads:
@@ -277,8 +292,8 @@ def rubric_findings(verdict: Verdict, candidate: Candidate, *, module_path: str,
             message=f"Rejected by anti-hacking checks{' at run time' if flag.dynamic else ''}: {flag.message}",
             source=SOURCE, related=(flag.evidence,) if flag.evidence else (),
         ))
-    kernel_source = candidate.cuda_sources.get(kernel_path.rsplit("/", 1)[-1]) or next(
-        iter(candidate.cuda_sources.values()), "")
+    kernel_name = kernel_path.rsplit("/", 1)[-1]
+    kernel_source = candidate.cuda_sources.get(kernel_name) or next(iter(candidate.cuda_sources.values()), "")
     first_kernel = _first_kernel_line(kernel_source)
     compute_calls = pytorch_compute_calls(candidate.module_source)
     for score in _effective_scores(verdict.rubric):
@@ -296,6 +311,8 @@ def rubric_findings(verdict: Verdict, candidate: Candidate, *, module_path: str,
                     + "; ".join(score.reasons),
             source=SOURCE,
         ))
+    for finding in static_analysis(candidate):
+        findings.append(attrs.evolve(finding, path=kernel_path if finding.path == kernel_name else finding.path))
     for call, line in compute_calls:
         findings.append(Finding(
             path=module_path, range=Range.line_span(line), severity=Severity.WARNING,
