@@ -186,3 +186,21 @@ class TraceReply:
     graph: OpGraph | None = None
     message: str = ""  # why tracing failed, in the user's terms
     input_specs: list[tuple[tuple[int, ...], str]] = field(factory=list)
+
+
+@define
+class RecordRequest:
+    path: str
+    source: str
+    class_name: str | None
+    function: str
+    line: int  # 0-based line of the selection's first statement
+    names: list[str] = field(factory=list)
+
+
+@define
+class RecordReply:
+    ok: bool
+    shapes: dict[str, tuple[list[int], str]] = field(factory=dict)  # name -> (shape, dtype)
+    values: dict[str, str] = field(factory=dict)  # plain numbers among the names
+    message: str = ""

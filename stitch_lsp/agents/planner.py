@@ -104,11 +104,13 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None) -> P
     plan.eager_bytes = eager_bytes
     plan.eager_kernels = eager_kernels
     gemm_us = sum(g.floor_us for g in plan.groups if g.kind == "gemm")
-    eager_us = eager_bytes / (bandwidth * 1e3) + max(0, eager_kernels - 1) * LAUNCH_US * 0.2
-    eager_us = max(eager_us, gemm_us)
-    if plan.floor_us > 0:
-        plan.predicted_speedup = round(max(eager_us, plan.floor_us) / plan.floor_us, 2)
-    kernels = sum(1 for g in plan.groups if g.kind in ("pointwise", "row_reduction"))
+    kernels = sum(1 for g in plan.groups if g.kind in ("pointwise", "row_reduction", "col_reduction"))
+    launches = kernels + sum(1 for g in plan.groups if g.kind in ("gemm", "torch"))
+    # Both sides pay a launch per kernel (small tensors are launch-bound, not bandwidth-bound).
+    eager_us = max(eager_bytes / (bandwidth * 1e3) + eager_kernels * LAUNCH_US, gemm_us)
+    fused_us = plan.floor_us + launches * LAUNCH_US
+    if fused_us > 0:
+        plan.predicted_speedup = round(max(eager_us, fused_us) / fused_us, 2)
     plan.notes.append(
         f"{len(graph.nodes)} aten ops → {kernels} fused kernel(s)"
         f" + {sum(1 for g in plan.groups if g.kind == 'gemm')} GEMM(s); eager launches about {eager_kernels}")

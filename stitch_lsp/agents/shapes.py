@@ -243,3 +243,44 @@ def comment_template(region: Region, known: ShapeResult | None = None) -> str:
         else:
             parts.append(f"{name}=[8,1024] float32")
     return f"{region.indent}# stitch: " + ", ".join(parts)
+
+
+def record(region: Region, source: str, *, python: str = "", timeout_s: float = 60.0, cancel=None) -> tuple[ShapeResult | None, str]:
+    """Shapes from running the file's entry point under the recorder, in a child process.
+
+    Only for trusted workspaces (the caller checks): this runs the user's code. Returns
+    (result or None, why not).
+    """
+    import subprocess
+    import sys as _sys
+
+    from stitch_lsp.serde import from_json, to_json
+    from stitch_lsp.verify.worker_pool import worker_env
+    from stitch_lsp.op_graph import RecordReply, RecordRequest
+
+    request = RecordRequest(path=region.path or "<file>", source=source, class_name=region.class_name,
+                            function=region.function, line=region.range.start.line, names=list(region.inputs))
+    proc = subprocess.Popen([python or _sys.executable, "-m", "stitch_lsp.worker.shape_recorder"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=worker_env(), start_new_session=True)
+    unregister = cancel.on_cancel(proc.kill) if cancel is not None else (lambda: None)
+    try:
+        out, err = proc.communicate(to_json(request), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None, f"the shape recorder took longer than {timeout_s:.0f} s"
+    finally:
+        unregister()
+    if proc.returncode != 0:
+        tail = err.strip().splitlines()[-1] if err.strip() else f"exit status {proc.returncode}"
+        return None, f"the shape recorder failed: {tail}"
+    reply = from_json(out, RecordReply)
+    if not reply.ok:
+        return None, reply.message
+    result = ShapeResult()
+    for name, (shape, dtype) in reply.shapes.items():
+        result.specs[name] = TensorSpec(tuple(shape), DTYPES.get(dtype, dtype))
+        result.sources[name] = "recorder"
+    result.values.update(reply.values)
+    return result, ""

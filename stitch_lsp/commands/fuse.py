@@ -23,6 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--coder", default="template", choices=["template", "llm", "auto"])
     p.add_argument("--workspace", type=Path, default=None, help="workspace root (default: the file's project)")
     p.add_argument("--no-verify", action="store_true", help="plan and generate only")
+    p.add_argument("--no-record", action="store_true",
+                   help="never run the file's get_inputs() to record missing shapes")
     p.set_defaults(func=run)
 
 
@@ -72,6 +74,15 @@ def run(args: argparse.Namespace) -> int:
     settings, _ = merge(Settings(), from_pyproject(root))
     rel = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
     prepared = prepare(source, rel, start - 1, end - 1, settings)
+    if prepared.task is None and prepared.missing_shapes and not args.no_record:
+        # Asked for from a terminal: run the file's own entry point under the shape recorder.
+        from stitch_lsp.agents.shapes import record
+
+        recorded, why = record(prepared.region, source, python=settings.python)
+        if recorded is not None:
+            prepared = prepare(source, rel, start - 1, end - 1, settings, recorded)
+        elif not args.json:
+            print(f"stitch fuse: shape recorder: {why}", file=sys.stderr)
     if prepared.task is None:
         print(f"stitch fuse: cannot fuse {args.target}: {prepared.problem}", file=sys.stderr)
         return 1

@@ -65,3 +65,27 @@ def test_task_recreates_what_the_selection_uses():
 def test_missing_shapes_say_what_is_missing():
     p = prepare(SRC, "block.py", line_of("a, b = y.chunk"), line_of("out.mul_(2.0)"), Settings())
     assert p.task is None and "no shapes for y" in p.problem
+
+
+def test_recorder_runs_the_file_and_finds_intermediate_shapes():
+    """Shape source 3: the file's get_inputs() run on the meta device, locals read at the selection."""
+    pytest.importorskip("torch")
+    from stitch_lsp.agents.shapes import record
+
+    path = str(Path(__file__).resolve().parents[1] / "fixtures" / "fuse" / "block.py")
+    r = extract_region(SRC, line_of("a, b = y.chunk"), line_of("out.mul_(2.0)"), path)
+    recorded, why = record(r, SRC)
+    assert recorded is not None, why
+    assert recorded.specs["y"].shape == (32, 1024) and recorded.sources["y"] == "recorder"
+    p = prepare(SRC, "block.py", line_of("a, b = y.chunk"), line_of("out.mul_(2.0)"), Settings(), recorded)
+    assert p.task is not None and "torch.randn(32, 1024" in p.task.source
+
+
+def test_recorder_says_why_it_cannot_run():
+    pytest.importorskip("torch")
+    from stitch_lsp.agents.shapes import record
+
+    src = "import torch\n\ndef f(x):\n    y = x * 2\n    z = y + 1\n    return z\n"
+    r = extract_region(src, 4, 4, "nofile.py")
+    recorded, why = record(r, src)
+    assert recorded is None and "get_inputs" in why

@@ -15,10 +15,11 @@ from stitch_lsp.pipeline import Task
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = sorted(p for p in (REPO / "bench" / "tasks").glob("*.py") if not p.name.startswith("_"))
+# Tracing every bench task (once, shared) and compiling every kernel take minutes on a busy CPU.
+pytestmark = pytest.mark.timeout(1800)
 
 
 @pytest.fixture(scope="module")
-@pytest.mark.timeout(900)
 def traced():
     trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
     pytest.importorskip("torch")

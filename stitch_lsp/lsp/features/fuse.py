@@ -77,6 +77,8 @@ class Fuser:
             return [lsp.CodeAction(title=title, kind=lsp.CodeActionKind.RefactorRewrite,
                                    disabled=lsp.CodeActionDisabled(reason="; ".join(region.problems)))]
         shapes = resolve(region, doc.source, self.server.settings.shapes)
+        if shapes.missing and self.server.trusted and "def get_inputs" in doc.source:
+            shapes.missing = []  # the job records them by running the file's get_inputs()
         if shapes.missing:
             line = region.range.start.line
             comment = comment_template(region, shapes) + "\n"
@@ -123,36 +125,54 @@ class Fuser:
         except ValueError:
             rel = path
         prepared = prepare(source, rel, start, end, settings)
-        if prepared.task is None:
+        needs_record = prepared.task is None and bool(prepared.missing_shapes) and "def get_inputs" in source
+        if prepared.task is None and not needs_record:
             return self._fail(uri, prepared.region.range, prepared.problem)
-        task = prepared.task
-        module_path, func = names_for(task, settings)
         doc_version = doc.version
         server.diagnostics.set(uri, SOURCE, [])
+        state: dict[str, Any] = {"prepared": prepared}
 
         coder = coder or settings.coder
         # Each LLM round is a model call plus a verification.
         llm_rounds = max(1, settings.rounds) if coder == "llm" or (coder == "auto" and key_configured()) else 0
         timeout_s = (settings.verify_timeout_s + 180) * (1 + llm_rounds)
 
-        def run(cancel, report) -> FuseOutcome:
-            return fuse_task(task, settings, coder=coder, verifier=self.verifier(), cancel=cancel,
+        def run(cancel, report) -> FuseOutcome | None:
+            current = prepared
+            if needs_record:
+                # Shape source 3 (trusted workspaces only): run the file's get_inputs() under the recorder.
+                from stitch_lsp.agents.shapes import record
+                from stitch_lsp.cancellation import ProgressEvent
+
+                report(ProgressEvent("planning", "recording shapes: running the file's get_inputs()", 2))
+                recorded, why = record(current.region, source, python=settings.python, cancel=cancel)
+                if recorded is not None:
+                    current = prepare(source, rel, start, end, settings, recorded)
+                state["prepared"] = current
+                if current.task is None:
+                    state["problem"] = current.problem + (f" (shape recorder: {why})" if why else "")
+                    return None
+            module_path, func = names_for(current.task, settings)
+            state["names"] = (module_path, func)
+            return fuse_task(current.task, settings, coder=coder, verifier=self.verifier(), cancel=cancel,
                              report=report, workdir=root, edit_namer=lambda _o: (module_path, func))
 
-        spec = JobSpec(key=f"fuse:{coder}:{uri}:{task.key()}",
+        task_key = prepared.task.key() if prepared.task is not None else f"record:{start}-{end}:{doc_version}"
+        spec = JobSpec(key=f"fuse:{coder}:{uri}:{task_key}",
                        title=f"Stitch: fuse {prepared.region.op_count} ops" + (" with Claude" if coder == "llm" else ""),
                        run=run, document_uri=uri, gpu=True, gpu_index=settings.gpu_index,
                        timeout_s=timeout_s)
         job = job_queue(server).submit(spec)
 
         def done(future: Any) -> None:
-            server.call_soon(lambda: self._finish(uri, doc_version, prepared, module_path, func, future, root))
+            server.call_soon(lambda: self._finish(uri, doc_version, state, future, root))
 
         job.future.add_done_callback(done)
-        return {"job": job.id, "task": task.key()}
+        return {"job": job.id, "task": prepared.task.key() if prepared.task is not None else None}
 
-    def _finish(self, uri, version, prepared, module_path, func, future, root: Path) -> None:
+    def _finish(self, uri, version, state: dict[str, Any], future, root: Path) -> None:
         server = self.server
+        prepared = state["prepared"]
         rng = prepared.region.range
         if future.cancelled():
             return
@@ -160,7 +180,11 @@ class Fuser:
         if exc is not None:
             self._fail(uri, rng, f"the fuse job ended: {exc}")
             return
-        outcome: FuseOutcome = future.result()
+        outcome: FuseOutcome | None = future.result()
+        if outcome is None:
+            self._fail(uri, rng, state.get("problem") or "no shapes for the selection")
+            return
+        module_path, func = state["names"]
         self._publish_rubric(outcome)
         if not outcome.offerable:
             self._fail(uri, rng, outcome.message or "no kernel to offer",
