@@ -17,7 +17,11 @@ from typing import Any
 from attrs import define, field
 
 from stitch_lsp.agents.coder import CoderUnavailable, make_coder
-from stitch_lsp.agents.llm_coder import LlmCoderError
+try:  # the LLM Coder needs the anthropic client; the template path must not
+    from stitch_lsp.agents.llm_coder import LlmCoderError
+except ImportError:  # pragma: no cover - anthropic missing (a GPU box with only torch, say)
+    class LlmCoderError(Exception):  # type: ignore[no-redef]
+        """Stand-in: the LLM Coder is not importable here, so it never raises."""
 from stitch_lsp.agents.rubric import RubricContext, apply_rubric, rubric_findings
 from stitch_lsp.findings import Finding
 from stitch_lsp.agents.planner import describe, make_plan

@@ -38,7 +38,7 @@ def reduction_dims(node: OpNode, graph_index: dict[str, OpNode]) -> tuple[list[i
     dims = args[1] if len(args) > 1 and not isinstance(args[1], bool) else node.kwargs.get("dim")
     if node.op in ("aten.sum.default", "aten.mean.default"):
         dims = None
-    if node.op == "aten.prod.dim_int":
+    if node.op in ("aten.prod.dim_int", "aten.gather.default"):
         dims = [args[1]]
     return normalise_dims(dims, len(src.shape)), src
 

@@ -124,11 +124,16 @@ def best_of(template: LlmOutcome, llm: LlmOutcome) -> LlmOutcome:
 
     if template.ok and (not llm.ok or speed(template) >= speed(llm)):
         why = f" Claude's best was slower ({speed(llm):.2f}x)." if llm.ok else f" Claude: {llm.message}"
-        return attrs.evolve(template, message=template.message + why, rounds=llm.rounds, usage=llm.usage)
+        return _with_spend(attrs.evolve(template, message=template.message + why), llm)
     if llm.ok:
         tail = f" (the template Coder's reached {speed(template):.2f}x)" if template.ok else ""
         return attrs.evolve(llm, message=llm.message + tail)
     if llm.verdict is None:  # Claude produced nothing verifiable: the template's attempt is what there is
-        return attrs.evolve(template, message=f"{template.message} {llm.message}".strip(), rounds=llm.rounds,
-                            usage=llm.usage)
+        return _with_spend(attrs.evolve(template, message=f"{template.message} {llm.message}".strip()), llm)
     return attrs.evolve(llm, message=f"{template.message} {llm.message}".strip())
+
+
+def _with_spend(outcome: LlmOutcome, llm: LlmOutcome) -> LlmOutcome:
+    """``outcome`` carrying what asking Claude cost, in its verdict too (the job spent it either way)."""
+    verdict = attrs.evolve(outcome.verdict, usage=llm.usage) if outcome.verdict is not None else None
+    return attrs.evolve(outcome, verdict=verdict, rounds=llm.rounds, usage=llm.usage)

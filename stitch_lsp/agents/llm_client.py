@@ -174,6 +174,10 @@ class MessagesClient:
                 f"{what} ({redact(type(err).__name__ + ': ' + str(err), self._secret)})",
                 retryable=True,
             ) from None
+        except Exception:
+            if cancel.cancelled:  # whatever a stream closed under its reader raises, it was the cancel
+                raise Cancelled(cancel.reason) from None
+            raise
         text = "".join(block.text for block in message.content if block.type == "text")
         u = message.usage
         usage = Usage(

@@ -192,7 +192,8 @@ class LlmCoder:
                 record, parsed = conv.ask(number)
                 records.append(record)
                 if parsed.candidate is not None:
-                    record.verdict = self._verify(task, parsed.candidate, conv.plan, records, cancel, report)
+                    verdict = self._verify(task, parsed.candidate, conv.plan, records, cancel, report)
+                    record.verdict = attrs.evolve(verdict, usage=attrs.evolve(record.usage, rounds=1))
                     if record.verdict.status is VerdictStatus.NO_GPU:
                         best = record
                         failure = "no_gpu"
@@ -383,7 +384,7 @@ class _Conversation:
 
         def on_tokens(out_tokens: int) -> None:
             now = time.monotonic()
-            if now - last[0] >= 0.25:
+            if now - last[0] >= 1.0:  # about once a second: the editor and the CLI both show it
                 last[0] = now
                 self.report(ProgressEvent("generating", f"Round {number}/{rounds}: {model} writing — "
                                                         f"{base + out_tokens:,} tokens so far", percent))

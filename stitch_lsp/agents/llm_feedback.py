@@ -6,6 +6,7 @@ code); compile errors are quoted with the offending source line.
 
 from __future__ import annotations
 
+from stitch_lsp.agents.rubric import LABELS, static_analysis
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import KernelProfile, RubricScore, Verdict, VerdictStatus
 
@@ -44,6 +45,8 @@ def verdict_feedback(verdict: Verdict, candidate: Candidate, *, round_number: in
             f"- {f.tool}: {f.kind} in {f.kernel or '?'}"
             + (f" at {f.file or 'kernel.cu'}:{f.line + 1}" if f.line is not None else "") + f": {f.message}"
             for f in verdict.sanitizer.findings[:MAX_DIAGNOSTICS]))
+    if static := static_section(candidate):
+        parts.append(static)
     if rubric := rubric_section(verdict.rubric):
         parts.append(rubric)
     parts.append(next_step(verdict, target_speedup))
@@ -178,13 +181,26 @@ def kernel_line(k: KernelProfile) -> str:
     return ", ".join(bits)
 
 
+def static_section(candidate: Candidate) -> str:
+    findings = static_analysis(candidate)
+    if not findings:
+        return ""
+    lines = ["Static analysis of your CUDA (Stitch's rules):"]
+    for f in findings[:MAX_DIAGNOSTICS]:
+        lines.append(f"- {f.path}:{f.range.start.line + 1}: {f.code}: {f.message}")
+        source = candidate.cuda_sources.get(f.path, "").splitlines()
+        if 0 <= f.range.start.line < len(source):
+            lines.append(f"    {f.range.start.line + 1:>4} | {source[f.range.start.line].rstrip()}")
+    return "\n".join(lines)
+
+
 def rubric_section(scores: list[RubricScore]) -> str:
     weak = [s for s in scores if s.score <= 3]
     if not weak:
         return ""
     lines = ["Rubric (1–5):"]
     for s in weak:
-        lines.append(f"- {s.dimension.replace('_', ' ')}: {s.score}/5 — " + "; ".join(s.reasons[:3]))
+        lines.append(f"- {LABELS.get(s.dimension, s.dimension)}: {s.score}/5 — " + "; ".join(s.reasons[:3]))
     return "\n".join(lines)
 
 

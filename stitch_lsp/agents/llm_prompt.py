@@ -19,81 +19,23 @@ from __future__ import annotations
 from typing import Any
 
 from stitch_lsp.pipeline import Plan, Task
-from stitch_lsp.skills import cuda_guide
+from stitch_lsp.skills import coder_rules, cuda_guide
 
 KERNEL_FILE = "kernel.cu"
 
 CACHE = {"type": "ephemeral"}
 
-# How a candidate's binding loads its CUDA: the one place that names the loader's API
+# The Coder's rules and reply format, with the example binding that shows the loader's API
 # (stitch_lsp.runtime.loader: NVRTC, compiled once per process, cached by content hash).
-LOADER_USAGE = f'''\
-from pathlib import Path
-
-import torch
-import torch.nn as nn
-
-from stitch_lsp.runtime.loader import load_kernel
-
-_SOURCE = Path(__file__).with_name("{KERNEL_FILE}").read_text()
-# One load_kernel per __global__ function you launch; compile errors cite {KERNEL_FILE}.
-_scale_add = load_kernel(_SOURCE, "scale_add_kernel", filename="{KERNEL_FILE}")
+SYSTEM_RULES = coder_rules()
 
 
-class ModelNew(nn.Module):
-    def __init__(self, alpha):  # the same signature as Model.__init__
-        super().__init__()
-        self.alpha = alpha  # parameters / buffers exactly as Model creates them
+def loader_usage() -> str:
+    """The example binding in the rules (the first ```python block)."""
+    from stitch_lsp.agents.llm_reply import code_blocks
 
-    def forward(self, x, y):  # the same signature as Model.forward
-        x, y = x.contiguous(), y.contiguous()
-        out = torch.empty_like(x)
-        n = x.numel()
-        threads = 256
-        blocks = max(1, min((n + threads - 1) // threads, 132 * 16))
-        # Arguments are checked against the kernel's parameter list: tensors for pointers
-        # (dtype must match), Python numbers for float / int / int64_t parameters.
-        _scale_add(grid=(blocks,), block=(threads,), args=[x, y, out, self.alpha, n])
-        return out
-'''
-
-SYSTEM_RULES = f"""\
-You are the Coder in Stitch, a kernel-engineering tool. You write CUDA kernels that
-replace a PyTorch reference (KernelBench format: `class Model`, `get_inputs()`,
-`get_init_inputs()`) with `class ModelNew`: same constructor and forward
-signatures, same outputs within dtype tolerances, faster. A Verifier compiles your
-code, checks it on fresh, adversarial and odd-shaped inputs, times it against
-eager PyTorch and torch.compile, profiles it with Nsight Compute and checks for
-cheating; its findings come back to you and you refine.
-
-# Reply format (exactly this; anything else wastes the round)
-
-1. At most 12 lines of plain prose: your plan (which kernels, which thread does what,
-   what you changed since the last round and why).
-2. Exactly one ```cuda block: the complete CUDA source, saved as `{KERNEL_FILE}` next to
-   the Python module and compiled with NVRTC for the GPU (sm_90 on an H100). Device
-   code only: `extern "C" __global__` kernels and `__device__` helpers. No host code,
-   no `main`, no PyTorch / pybind11 headers and no standard C++ headers; math
-   functions (`expf`, `erff`, `fmaxf`, ...) need no include; `<cuda_fp16.h>` and
-   `<cuda_bf16.h>` are available. Launch configuration is decided in Python.
-3. Exactly one ```python block: the complete Python module defining `ModelNew`,
-   loading the CUDA with `stitch_lsp.runtime.loader.load_kernel` like this:
-
-```python
-{LOADER_USAGE}```
-
-No other code blocks (no shell, no C++ outside the ```cuda block, no second Python
-block, no diff: always the whole files). The Python module may import only torch,
-the Python standard library and `stitch_lsp.runtime.loader`.
-
-# Rules
-- Do the computation in your CUDA; PyTorch in `forward` only allocates, checks,
-  reshapes and launches (see the guide's "What counts as cheating").
-- Handle every shape and stride the reference accepts; sizes come from the tensors.
-- Keep the reference's dtype and numerics, NaN/Inf behaviour included.
-- Follow the plan you are given unless the feedback shows it cannot work; then say why.
-- Fix what the Verifier reports first, before optimising further.
-"""
+    blocks, _ = code_blocks(SYSTEM_RULES)
+    return next(b.text for b in blocks if b.tag == "python")
 
 
 def system_blocks() -> list[dict[str, Any]]:

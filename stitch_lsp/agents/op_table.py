@@ -26,6 +26,8 @@ REDUCTION_OPS = {
     "aten.sum.dim_IntList": "sum", "aten.sum.default": "sum", "aten.mean.dim": "mean",
     "aten.mean.default": "mean", "aten.amax.default": "max", "aten.amin.default": "min",
     "aten.prod.dim_int": "prod",
+    # gather along the reduced dimension: the one element of the row whose position is the index.
+    "aten.gather.default": "gather",
 }
 LIBRARY_OPS = {
     "aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
@@ -33,9 +35,11 @@ LIBRARY_OPS = {
 }
 CREATION_OPS = {"aten.scalar_tensor.default", "aten.full.default"}
 FLOAT_DTYPES = {"float32", "float16", "bfloat16"}
-KERNEL_DTYPES = FLOAT_DTYPES | {"bool"}
+# Integer values (class indices, masks) ride along as floats: exact below 2**24.
+KERNEL_DTYPES = FLOAT_DTYPES | {"bool", "int64", "int32"}
 
-C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool"}
+C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool",
+           "int64": "long long", "int32": "int"}
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1, "float64": 8, "int64": 8, "int32": 4}
 
 

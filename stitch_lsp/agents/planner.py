@@ -82,13 +82,13 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None) -> P
     for group in groups:
         moved, flops = _group_figures(group, index)
         floor = max(moved / (bandwidth * 1e3), flops / (peak * 1e6)) if (moved or flops) else 0.0
-        covered = group.kind in ("pointwise", "row_reduction", "view", "library")
+        covered = group.kind in ("pointwise", "row_reduction", "col_reduction", "view", "library")
         note = {
             "pointwise": "one vectorised pass (16-byte loads, grid-stride)",
             "row_reduction": "one warp / block per row, the row held in registers, fp32 accumulation",
             "library": "cuBLAS GEMM (library); epilogue fused into the next kernel",
             "view": "views: no data moves",
-            "col_reduction": "reduction over a middle dimension: stays PyTorch",
+            "col_reduction": "a thread per output column, the reduced dimension split over 8 threads",
             "torch": "no template: stays PyTorch",
         }[group.kind]
         plan.groups.append(FusionGroup(

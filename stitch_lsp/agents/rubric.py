@@ -16,6 +16,7 @@ import re
 import attrs
 from attrs import define, field
 
+from stitch_lsp.analysis.cuda_analysis import analyze_cuda
 from stitch_lsp.findings import Finding, Range, Severity
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import HackFlag, RubricScore, Verdict, VerdictStatus
@@ -27,6 +28,8 @@ CUDA_ENGINEERING = "cuda_engineering"
 OPERATOR_COVERAGE = "operator_coverage"
 SKILL_COMPLIANCE = "skill_compliance"
 DIMENSIONS = (ANTI_HACKING, CUDA_ENGINEERING, OPERATOR_COVERAGE, SKILL_COMPLIANCE)
+LABELS = {ANTI_HACKING: "Anti-hacking", CUDA_ENGINEERING: "CUDA engineering",
+          OPERATOR_COVERAGE: "Operator coverage", SKILL_COMPLIANCE: "Skill compliance"}
 
 SOURCE = "stitch rubric"
 
@@ -60,7 +63,7 @@ def score_rules(verdict: Verdict, candidate: Candidate, context: RubricContext |
     flags = all_hack_flags(verdict, candidate)
     return [
         score_anti_hacking(verdict, flags),
-        score_cuda_engineering(verdict, context.plan),
+        score_cuda_engineering(verdict, context.plan, static_analysis(candidate)),
         score_operator_coverage(candidate, context.plan),
         score_skill_compliance(verdict, candidate, context),
     ]
@@ -115,10 +118,24 @@ def score_anti_hacking(verdict: Verdict, flags: list[HackFlag]) -> RubricScore:
 
 
 # -- CUDA engineering -------------------------------------------------------------------------
-def score_cuda_engineering(verdict: Verdict, plan: Plan | None) -> RubricScore:
+def static_analysis(candidate: Candidate) -> list[Finding]:
+    """Stitch's own CUDA rules (STC001 ...) on the candidate's kernels: warnings and errors, per file."""
+    found: list[Finding] = []
+    for name, source in sorted(candidate.cuda_sources.items()):
+        # One analyzer slot per file name: candidates replace each other there.
+        analysis = analyze_cuda(source, f"<stitch candidate>/{name}")
+        found += [attrs.evolve(f, path=name) for f in analysis.findings if f.severity <= Severity.WARNING]
+    return found
+
+
+def score_cuda_engineering(verdict: Verdict, plan: Plan | None, static: list[Finding] | None = None) -> RubricScore:
     if verdict.compile is not None and not verdict.compile.ok:
         return RubricScore(CUDA_ENGINEERING, 1, ["does not compile"])
     score, reasons = 5, []
+    codes = sorted({f.code for f in static or []})
+    if codes:
+        score -= min(2, len(codes))
+        reasons += [f"{f.code} ({f.path}:{f.range.start.line + 1}): {f.message}" for f in (static or [])[:3]]
     measured = False
     for res in verdict.compile.kernels if verdict.compile else []:
         if res.spill_stores or res.spill_loads:
@@ -275,8 +292,8 @@ def rubric_findings(verdict: Verdict, candidate: Candidate, *, module_path: str,
             message=f"Rejected by anti-hacking checks{' at run time' if flag.dynamic else ''}: {flag.message}",
             source=SOURCE, related=(flag.evidence,) if flag.evidence else (),
         ))
-    kernel_source = candidate.cuda_sources.get(kernel_path.rsplit("/", 1)[-1]) or next(
-        iter(candidate.cuda_sources.values()), "")
+    kernel_name = kernel_path.rsplit("/", 1)[-1]
+    kernel_source = candidate.cuda_sources.get(kernel_name) or next(iter(candidate.cuda_sources.values()), "")
     first_kernel = _first_kernel_line(kernel_source)
     compute_calls = pytorch_compute_calls(candidate.module_source)
     for score in _effective_scores(verdict.rubric):
@@ -290,10 +307,12 @@ def rubric_findings(verdict: Verdict, candidate: Candidate, *, module_path: str,
             range=Range.line_span(0 if on_module else first_kernel),
             severity=Severity.WARNING if score.score <= 2 else Severity.INFO,
             code=f"rubric-{score.dimension.replace('_', '-')}",
-            message=f"{score.dimension.replace('_', ' ').capitalize()} {score.score}/5 ({score.judge}): "
+            message=f"{LABELS.get(score.dimension, score.dimension)} {score.score}/5 ({score.judge}): "
                     + "; ".join(score.reasons),
             source=SOURCE,
         ))
+    for finding in static_analysis(candidate):
+        findings.append(attrs.evolve(finding, path=kernel_path if finding.path == kernel_name else finding.path))
     for call, line in compute_calls:
         findings.append(Finding(
             path=module_path, range=Range.line_span(line), severity=Severity.WARNING,

@@ -7,6 +7,7 @@ function it touched. Nothing here walks the whole file.
 
 from __future__ import annotations
 
+import bisect
 from typing import Iterable
 
 from attrs import define, field
@@ -135,10 +136,13 @@ class FunctionFacts:
         return {p.info.name: p for p in self.params}
 
     def local(self, name: str) -> LocalDecl | None:
-        for d in self.decls:
-            if d.name == name:
-                return d
-        return None
+        table = self.memo.get("locals")
+        if table is None:
+            table = {}
+            for d in self.decls:
+                table.setdefault(d.name, d)
+            self.memo["locals"] = table
+        return table.get(name)
 
     def shared_names(self) -> frozenset[str]:
         """`__shared__` arrays, and pointers carved out of them (`float* b = smem + n;`)."""
@@ -262,11 +266,37 @@ class FunctionFacts:
         return any(n.startswith("threadIdx.") for n in self.closure(self.refs(node)))
 
     # ---- control flow --------------------------------------------------------
+    def _control_tree(self) -> tuple[list[int], list[int]]:
+        """Start bytes of the (nested) controls in order, and each one's enclosing control."""
+        hit = self.memo.get("control_tree")
+        if hit is None:
+            starts, parent, stack = [], [], []
+            for i, c in enumerate(self.controls):
+                start = c.node.start_byte
+                while stack and self.controls[stack[-1]].end <= start:
+                    stack.pop()
+                parent.append(stack[-1] if stack else -1)
+                stack.append(i)
+                starts.append(start)
+            hit = self.memo["control_tree"] = (starts, parent)
+        return hit
+
     def controls_over(self, byte: int) -> list[Control]:
-        return [c for c in self.controls if c.governs(byte)]
+        """The controls governing ``byte``, outermost first (a walk up the nesting, not a scan)."""
+        starts, parent = self._control_tree()
+        i = bisect.bisect_right(starts, byte) - 1
+        chain = []
+        while i >= 0:
+            c = self.controls[i]
+            if c.end > byte:
+                if c.governs(byte):
+                    chain.append(c)
+            i = parent[i]
+        chain.reverse()
+        return chain
 
     def loops_over(self, byte: int) -> list[Control]:
-        return [c for c in self.controls if c.kind == "loop" and c.governs(byte)]
+        return [c for c in self.controls_over(byte) if c.kind == "loop"]
 
     def resolve_int(self, node: Node | None) -> int | None:
         if node is None:
@@ -449,7 +479,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         )
         facts.launches.append(Launch(info=info, node=call_node, config=config, config_args=cfg,
                                      stmt=launch_stmts.get(call_node.id)))
-    facts.controls.sort(key=lambda c: c.node.start_byte)
+    facts.controls.sort(key=lambda c: (c.node.start_byte, -c.end))
     return facts
 
 

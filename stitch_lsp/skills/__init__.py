@@ -1,4 +1,4 @@
-"""Reference texts shipped with the package (the CUDA skills guide the LLM Coder sends)."""
+"""Reference texts shipped with the package: what the LLM Coder sends the model."""
 
 from __future__ import annotations
 
@@ -9,3 +9,9 @@ from importlib import resources
 @cache
 def cuda_guide() -> str:
     return resources.files(__package__).joinpath("cuda_guide.md").read_text(encoding="utf-8")
+
+
+@cache
+def coder_rules() -> str:
+    """The Coder's role, reply format (with an example binding) and rules: the system prompt's first block."""
+    return resources.files(__package__).joinpath("coder_rules.md").read_text(encoding="utf-8")

@@ -18,8 +18,10 @@ import pytest
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules"
 
 # rule -> (compute-sanitizer tool, the launch that exercises the docs example)
+# STC002 (a barrier under a thread-dependent branch) is not here: it is undefined
+# behaviour, but on the H100 (independent thread scheduling) synccheck reported nothing
+# for the docs example (bench/results/gpu_checks_h100.md), so no tool run can back it.
 CASES = {
-    "STC002": ("synccheck", "stage<<<1, 256>>>(x, y, 200);"),
     "STC003": ("racecheck", "shift<<<1, 256>>>(x, y);"),
     "STC017": ("racecheck", "tiled_sum<<<1, 256>>>(x, y, 4096);"),
 }

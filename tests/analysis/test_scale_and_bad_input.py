@@ -166,3 +166,35 @@ def test_an_unclosed_brace_does_not_make_every_keystroke_analyse_the_rest_of_the
     # Whatever the parser made of the unclosed brace, bodies it swallowed are never analysed.
     assert sum(b.end_byte - b.start_byte for b in bodies) < len(text)
     assert analyzer.analyze(text) == CudaAnalyzer("brace.cu").analyze(text)
+
+
+def _giant_kernel(blocks: int) -> str:
+    body = []
+    for i in range(blocks):
+        body.append(f"  int v{i} = blockIdx.x * blockDim.x + threadIdx.x + {i};")
+        body.append(f"  for (int k{i} = 0; k{i} < n; ++k{i}) {{ s[threadIdx.x] = x[v{i}]; __syncthreads(); "
+                    f"acc += s[(threadIdx.x + {i}) % 256]; if (v{i} < n) y[v{i}] = acc; atomicAdd(&y[0], acc); }}")
+    return ("__global__ void giant(const float* __restrict__ x, float* y, int n) {\n"
+            "  __shared__ float s[256];\n  float acc = 0.0f;\n" + "\n".join(body) + "\n}\n")
+
+
+def test_one_huge_function_is_analysed_in_linear_work(monkeypatch):
+    """Work counted, not timed: doubling a generated kernel must not quadruple the checks
+    of 'which conditions govern this byte' (a scan per access would)."""
+    from stitch_lsp.analysis.cuda_facts import Control
+
+    calls = [0]
+    real = Control.governs
+
+    def counting(self, byte):
+        calls[0] += 1
+        return real(self, byte)
+
+    monkeypatch.setattr(Control, "governs", counting)
+    work = []
+    for blocks in (200, 400):
+        calls[0] = 0
+        a = CudaAnalyzer(f"giant{blocks}.cu").analyze(_giant_kernel(blocks))
+        assert {f.code for f in a.findings} >= {"STC006", "STC017"}
+        work.append(calls[0])
+    assert work[1] < 2.6 * work[0], work

@@ -56,3 +56,10 @@ assert HACKING_MODULE != MODULE
 
 def reply(cuda: str = GOOD_CUDA, module: str = MODULE, plan: str = "One grid-stride pointwise kernel.") -> str:
     return f"{plan}\n\n```cuda\n{cuda}```\n\n```python\n{module}```\n"
+
+# Computes with PyTorch through a name the static checks cannot see: only the dynamic checks catch it.
+SNEAKY_MODULE = MODULE.replace(
+    "        _relu_scale(grid=(blocks,), block=(256,), args=[x, out, float(self.scale), n])\n        return out\n",
+    "        fn = getattr(torch, \"re\" + \"lu\")\n        return fn(x) * self.scale\n",
+)
+assert SNEAKY_MODULE != MODULE

@@ -56,7 +56,8 @@ def test_template_kept_when_claude_does_worse(fake_api, settings, key, task, pla
     outcome = auto(settings, key, api, StubTemplate()).run(task, plan, verifier=verifier)
     assert outcome.ok and outcome.coder == "template"
     assert "No verified candidate after 1 round" in outcome.message
-    assert outcome.usage.rounds == 1  # Claude's spend is still reported
+    assert outcome.usage.rounds == 1 and outcome.verdict.usage.rounds == 1  # Claude's spend is still reported
+    assert outcome.verdict.usage.output_tokens > 0
 
 
 def test_no_key_keeps_the_template_and_says_why(settings, task, plan):

@@ -22,17 +22,25 @@ from stitch_lsp.serde import to_dict
 from stitch_lsp.verdict import VerdictStatus
 from stitch_lsp.verify.service import Verifier, VerifyOptions
 
-from .candidates import BROKEN_CUDA, WRONG_CUDA, reply
+from .candidates import BROKEN_CUDA, GOOD_CUDA, MODULE, SNEAKY_MODULE, WRONG_CUDA, reply
 from .conftest import config_for
 from .fake_messages_api import Reply
 
 pytestmark = pytest.mark.gpu
 
 
+@pytest.fixture(scope="module")
+def verifier(tmp_path_factory):
+    """One Verifier (one warm worker) for the module: the tests share the GPU machine's time limit."""
+    from stitch_lsp.settings import Settings
+
+    shared = Verifier(Settings(), tmp_path_factory.mktemp("verify"))
+    yield shared
+    shared.close()
+
+
 def summary(name: str, outcome, api) -> None:
-    out = os.environ.get("STITCH_TEST_OUT")
-    if not out:
-        return
+    """The conversation's record: to $STITCH_TEST_OUT/llm_gpu_<name>.json, else printed (pytest -s)."""
     data = {
         "test": name,
         "message": outcome.message,
@@ -49,25 +57,29 @@ def summary(name: str, outcome, api) -> None:
         } for r in outcome.rounds],
         "feedback_sent": [req.message_texts("user")[-1] for req in api.requests[1:]],
     }
-    Path(out, f"llm_gpu_{name}.json").write_text(json.dumps(data, indent=1))
+    text = json.dumps(data, indent=1)
+    out = os.environ.get("STITCH_TEST_OUT")
+    if out:
+        Path(out, f"llm_gpu_{name}.json").write_text(text)
+    else:
+        print(f"\n--- llm_gpu_{name}\n{text}")
 
 
-def run_job(fake_api, settings, key, task, plan, tmp_path, first_cuda, options):
-    api = fake_api(Reply(reply(cuda=first_cuda)), Reply(reply()))
-    verifier = Verifier(settings, tmp_path / "verify")
+def run_job(fake_api, settings, key, task, plan, verifier, first_cuda, options, first_module=MODULE):
+    api = fake_api(Reply(reply(cuda=first_cuda, module=first_module)), Reply(reply()))
     events = []
-    try:
-        coder = LlmCoder(settings.replace(rounds=2, target_speedup=1.0), verifier=verifier, verify_options=options,
-                         api_key=key, config=config_for(api))
-        outcome = coder.run(task, plan, report=events.append)
-    finally:
-        verifier.close()
+    coder = LlmCoder(settings.replace(rounds=2, target_speedup=1.0), verifier=verifier, verify_options=options,
+                     api_key=key, config=config_for(api))
+    outcome = coder.run(task, plan, report=events.append)
     return outcome, api, events
 
 
-def test_compile_error_then_correct_fused_kernel_on_the_gpu(fake_api, settings, key, task, plan, tmp_path):
-    outcome, api, events = run_job(fake_api, settings, key, task, plan, tmp_path, BROKEN_CUDA, VerifyOptions())
+def test_compile_error_then_correct_fused_kernel_on_the_gpu(fake_api, settings, key, task, plan, verifier):
+    # No torch.compile baseline: its first compile alone can take most of the GPU run's time limit.
+    options = VerifyOptions(compile_baseline=False)
+    outcome, api, events = run_job(fake_api, settings, key, task, plan, verifier, BROKEN_CUDA, options)
     summary("compile_then_correct", outcome, api)
+    assert len(outcome.rounds) == 2, outcome.message
     first, second = outcome.rounds
     assert first.verdict.status is VerdictStatus.COMPILE_ERROR, first.verdict.summary
     diags = first.verdict.compile.diagnostics
@@ -88,13 +100,31 @@ def test_compile_error_then_correct_fused_kernel_on_the_gpu(fake_api, settings, 
     assert any("Round 2/2" in e.message for e in events)
 
 
-def test_wrong_answer_then_correct_on_the_gpu(fake_api, settings, key, task, plan, tmp_path):
+def test_wrong_answer_then_correct_on_the_gpu(fake_api, settings, key, task, plan, verifier):
     options = VerifyOptions(compile_baseline=False)
-    outcome, api, _ = run_job(fake_api, settings, key, task, plan, tmp_path, WRONG_CUDA, options)
+    outcome, api, _ = run_job(fake_api, settings, key, task, plan, verifier, WRONG_CUDA, options)
     summary("wrong_then_correct", outcome, api)
+    assert len(outcome.rounds) == 2, outcome.message
     first, second = outcome.rounds
     assert first.verdict.status is VerdictStatus.INCORRECT, first.verdict.summary
     assert first.verdict.correctness.failed_trials
     assert "FAILED" in api.requests[1].message_texts("user")[-1]
     assert second.verdict.status is VerdictStatus.CORRECT, second.verdict.summary
     assert outcome.ok
+
+
+def test_hack_only_the_dynamic_checks_see_is_never_offered_on_the_gpu(fake_api, settings, key, task, plan,
+                                                                     verifier):
+    options = VerifyOptions(compile_baseline=False)
+    outcome, api, _ = run_job(fake_api, settings, key, task, plan, verifier, GOOD_CUDA, options,
+                              first_module=SNEAKY_MODULE)
+    summary("dynamic_hack_then_correct", outcome, api)
+    assert len(outcome.rounds) == 2, outcome.message
+    first, second = outcome.rounds
+    assert first.verdict.status is VerdictStatus.HACKING, first.verdict.summary
+    assert any(f.dynamic and f.code == "HACK001" for f in first.verdict.hack_flags), first.verdict.hack_flags
+    anti = next(s for s in first.verdict.rubric if s.dimension == "anti_hacking")
+    assert anti.score == 1
+    assert "REJECTED" in api.requests[1].message_texts("user")[-1]
+    assert second.verdict.status is VerdictStatus.CORRECT, second.verdict.summary
+    assert outcome.ok and outcome.candidate.module_source == MODULE

@@ -56,6 +56,9 @@ def test_compile_error_feedback_quotes_the_line_and_the_fix_is_offered(fake_api,
     assert api.requests[1].message_texts("assistant")[0].startswith("One grid-stride")
     assert outcome.verdict.usage.rounds == 2
     assert outcome.verdict.usage.cost_usd > 0
+    per_round = [r.verdict.usage for r in outcome.rounds]
+    assert [u.rounds for u in per_round] == [1, 1]
+    assert sum(u.output_tokens for u in per_round) == outcome.verdict.usage.output_tokens
     assert "2 rounds" in outcome.message and "$" in outcome.message
 
 
@@ -290,12 +293,14 @@ def test_cancel_mid_stream_ends_the_job_promptly(fake_api, settings, key, task, 
 
 
 def test_the_format_example_in_the_system_prompt_is_itself_a_valid_clean_binding():
-    from stitch_lsp.agents.llm_prompt import LOADER_USAGE
+    from stitch_lsp.agents.llm_prompt import KERNEL_FILE, loader_usage
     from stitch_lsp.agents.llm_reply import check_module
     from stitch_lsp.verify.anti_hacking import static_flags
 
-    assert check_module(LOADER_USAGE) == ""
-    assert static_flags(LOADER_USAGE) == []
+    example = loader_usage()
+    assert "load_kernel(_SOURCE" in example and f'with_name("{KERNEL_FILE}")' in example
+    assert check_module(example) == ""
+    assert static_flags(example) == []
 
 
 def test_no_gpu_stops_the_loop_after_one_round(fake_api, settings, key, task, plan):

@@ -187,3 +187,31 @@ def test_unusable_judge_answer_keeps_the_rule_based_verdict(fake_api, settings, 
 def test_judge_answers_are_validated(text, problem):
     with pytest.raises(JudgeError, match=problem):
         parse_scores(text)
+
+
+UNGUARDED_CUDA = GOOD_CUDA.replace(
+    "for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+    "         i += (long long)gridDim.x * blockDim.x) {",
+    "{ int i = blockIdx.x * blockDim.x + threadIdx.x;")
+
+
+def test_stitchs_cuda_rules_count_in_engineering_and_land_on_the_kernel(plan):
+    assert UNGUARDED_CUDA != GOOD_CUDA
+    candidate = Candidate(MODULE, {"kernel.cu": UNGUARDED_CUDA})
+    verdict = apply_rubric(correct(2.5), candidate, RubricContext(plan=plan))
+    eng = by_dim(verdict.rubric)[CUDA_ENGINEERING]
+    assert eng.score == 4 and eng.reasons[0].startswith("STC001 (kernel.cu:")
+    findings = rubric_findings(verdict, candidate, module_path="/ws/m.py", kernel_path="/ws/.stitch/t/kernel.cu")
+    stc = [f for f in findings if f.code == "STC001"]
+    assert stc and stc[0].path == "/ws/.stitch/t/kernel.cu" and stc[0].severity is Severity.WARNING
+
+
+def test_static_findings_go_back_to_the_model_with_the_line(fake_api, settings, key, task, plan):
+    api = fake_api(Reply(reply(cuda=UNGUARDED_CUDA)), Reply(reply()))
+    outcome = LlmCoder(settings, verifier=ScriptedVerifier(incorrect({"odd-shape": 1.0}), correct(2.5)),
+                       api_key=key, config=config_for(api)).run(task, plan)
+    assert outcome.ok
+    feedback = api.requests[1].message_texts("user")[-1]
+    assert "Static analysis of your CUDA (Stitch's rules):" in feedback
+    assert "kernel.cu:" in feedback and "STC001" in feedback
+    assert "| { int i = blockIdx.x" in feedback or "out[i]" in feedback

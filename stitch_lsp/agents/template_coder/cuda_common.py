@@ -12,12 +12,16 @@ __device__ __forceinline__ float stitch_to_float(float v) { return v; }
 __device__ __forceinline__ float stitch_to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float stitch_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float stitch_to_float(unsigned char v) { return v ? 1.f : 0.f; }
+__device__ __forceinline__ float stitch_to_float(long long v) { return (float)v; }
+__device__ __forceinline__ float stitch_to_float(int v) { return (float)v; }
 
 template <typename T> __device__ __forceinline__ T stitch_from_float(float v);
 template <> __device__ __forceinline__ float stitch_from_float<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half stitch_from_float<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 stitch_from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <> __device__ __forceinline__ unsigned char stitch_from_float<unsigned char>(float v) { return v != 0.f; }
+template <> __device__ __forceinline__ long long stitch_from_float<long long>(float v) { return (long long)v; }
+template <> __device__ __forceinline__ int stitch_from_float<int>(float v) { return (int)v; }
 
 template <typename T>
 __device__ __forceinline__ float stitch_ld(const T* __restrict__ p, long long i) { return stitch_to_float(__ldg(p + i)); }

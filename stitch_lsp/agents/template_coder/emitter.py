@@ -9,6 +9,7 @@ of them costs index arithmetic, not memory traffic. Values are memoised by
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable
 
 from stitch_lsp.agents import op_table
@@ -110,6 +111,9 @@ class Emitter:
         self.row_nodes: set[str] = set()
         # Vector loads: (leaf, index var) -> (chunk base expr, lane) filled by the kernel writer.
         self.vector_hint: Callable[[str, str], str | None] = lambda leaf, ix: None
+        self.var_defs: dict[str, str] = {}  # index variables and the expressions they name
+        self.depth = 0  # > 0 inside a branch of cat: nothing loaded there outlives it
+        self.stored_only: set[str] = set()  # values only stored: the store rounds them already
 
     def fresh(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -178,7 +182,7 @@ class Emitter:
             expr = template.format(**names)
             if node.dtype == "bool":
                 expr = f"(({expr}) != 0.f ? 1.f : 0.f)"
-            else:
+            elif node.name not in self.stored_only:
                 # Eager PyTorch rounds every half-precision op's result; so do we, to give its answers.
                 expr = _round_to(expr, node.dtype)
             var = self.fresh()
@@ -247,7 +251,18 @@ class Emitter:
             return expr
         var = self.fresh("i")
         self.emit(f"const long long {var} = {expr};")
+        self.var_defs[var] = expr
         return var
+
+    def expand(self, ix: str) -> str:
+        """``ix`` with the index variables it names written out."""
+        for _ in range(8):
+            new = re.sub(r"\bi\d+\b", lambda m: f"({self.var_defs[m.group(0)]})" if m.group(0) in self.var_defs
+                         else m.group(0), ix)
+            if new == ix:
+                break
+            ix = new
+        return ix
 
     def _cat(self, node: OpNode, ix: str) -> str:
         tensors = [self.index[a["$"]] for a in node.args[0]]
@@ -267,12 +282,14 @@ class Emitter:
             self.emit(("if (" + cond + ") {") if k == 0 else ("} else if (" + cond + ") {" if cond else "} else {"))
             old = self.indent
             self.indent += "  "
+            self.depth += 1
             sstr = contiguous_strides(t.shape)
             terms = [((f"({c[d]} - {start}LL)" if d == dim and start else c[d]), sstr[d]) for d in range(rank)]
             sub_ix = self._as_var(linear(terms))
             val = self.value(t.name, sub_ix)
             self.emit(f"{out} = {val};")
             self.indent = old
+            self.depth -= 1
             self.memo = dict(saved_memo)
             start = end
         self.emit("}")

@@ -46,6 +46,9 @@ def _finish(src: str, group: Group, index: dict[str, OpNode]) -> str:
     """32-bit index arithmetic where every tensor fits (64-bit division is slow); fast math for half outputs."""
     biggest = max([index[n].numel for n in group.nodes] + [index[i].numel for i in group.inputs] + [1])
     head, marker, body = src.partition("extern \"C\"")
+    # The parameter list keeps its types (an int64 tensor stays ``long long*``); only the body narrows.
+    signature, brace, body = body.partition(") {")
+    marker += signature + brace
     if biggest < (1 << 30):
         body = re.sub(r"\b(\d+)LL\b", r"\1", body).replace("long long", "int")
     if all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs):
@@ -59,7 +62,8 @@ def _finish(src: str, group: Group, index: dict[str, OpNode]) -> str:
 
 
 def _c_type(dtype: str) -> str:
-    return {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "unsigned char"}[dtype]
+    return {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "unsigned char",
+            "int64": "long long", "int32": "int"}[dtype]
 
 
 def _vec_for(dtypes: list[str], n: int) -> int:
@@ -87,6 +91,8 @@ class _Writer:
                 raise Unsupported(f"output {out} is {index[out].dtype}")
         self.param_of = {leaf: f"in{k}" for k, leaf in enumerate(self.leaves)}
         self.em = Emitter(index, self.members, lambda leaf: self.param_of[leaf])
+        used_inside = {r for n in group.nodes for r in index[n].refs() if r in self.members}
+        self.em.stored_only = {o for o in group.outputs if o not in used_inside}
         self.vec_loaded: dict[tuple[str, str], list[str]] = {}
         self.chunk_base: dict[str, str] = {}  # element var -> (chunk base var, lane)
         self.elem_of: dict[str, tuple[str, int]] = {}
@@ -106,7 +112,7 @@ class _Writer:
         if m is None:
             m2 = re.fullmatch(r"\(\((e\d+_)(\d+)\) % (\d+)LL\)", ix)
             if m2 is None:
-                return None
+                return self.affine_hint(leaf, ix)
             prefix, lane, mod = m2.group(1), int(m2.group(2)), int(m2.group(3))
             if mod % self.vec or node.numel != mod:
                 return None
@@ -116,11 +122,56 @@ class _Writer:
                 return None
         base = self.chunk_base[prefix]
         key = (leaf, prefix)
+        if key not in self.vec_loaded and self.em.depth:
+            return None
         if key not in self.vec_loaded:
             arr = self.em.fresh("ld")
             start = base if mod is None else f"({base} % {mod}LL)"
             self.em.emit(f"float {arr}[{self.vec}];")
             self.em.emit(f"stitch_ldv<{self.vec}>({self.param_of[leaf]} + {start}, {arr});")
+            self.vec_loaded[key] = [f"{arr}[{v}]" for v in range(self.vec)]
+        return self.vec_loaded[key][lane]
+
+    def affine_hint(self, leaf: str, ix: str):
+        """A vector load where ``ix`` moves in step with the element index across a chunk.
+
+        True when every divisor and modulus in the index is a multiple of VEC (a chunk
+        never straddles a row, slice or broadcast boundary) and the chunk's first index
+        is VEC-aligned; checked on sampled chunks as well.
+        """
+        full = self.em.expand(ix)
+        elems = set(re.findall(r"\be(\d+)_(\d+)\b", full))
+        if len(elems) != 1 or re.search(r"\bi\d+\b|\?|rbase|row", full):
+            return None
+        (k, lane), = elems
+        k, lane = int(k), int(lane)
+        for div in re.findall(r"[/%]\s*(\d+)LL", full):
+            if int(div) % self.vec:
+                return None
+        var = f"e{k}_{lane}"
+        py = re.sub(r"(\d+)LL", r"\1", full).replace("/", "//")
+        try:
+            fn = eval(f"lambda {var}: {py}", {"__builtins__": {}})  # noqa: S307 - our own index arithmetic
+            step = self.vec
+            samples = {0, step, self.domain - step} | {(self.domain // 97 * j) // step * step for j in range(97)}
+            for c in samples:
+                if c < 0 or c + step > self.domain:
+                    continue
+                base = fn(c)
+                if base % step or any(fn(c + v) != base + v for v in range(step)):
+                    return None
+        except Exception:
+            return None
+        prefix = f"e{k}_"
+        chunk = self.chunk_base[prefix]
+        base_c = re.sub(rf"\b{var}\b", chunk, full)
+        key = (leaf, prefix + base_c)
+        if key not in self.vec_loaded and self.em.depth:
+            return None  # inside a cat branch: a load there would not outlive it
+        if key not in self.vec_loaded:
+            arr = self.em.fresh("ld")
+            self.em.emit(f"float {arr}[{self.vec}];")
+            self.em.emit(f"stitch_ldv<{self.vec}>({self.param_of[leaf]} + {base_c}, {arr});")
             self.vec_loaded[key] = [f"{arr}[{v}]" for v in range(self.vec)]
         return self.vec_loaded[key][lane]
 
@@ -187,9 +238,9 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({w.signature()}) 
                       note=f"{len(group.nodes)} ops, {domain} elements, {w.vec}-wide, {unroll} chunks/thread")
 
 
-_IDENTITY = {"sum": "0.f", "mean": "0.f", "max": "__int_as_float(0xff800000)",
+_IDENTITY = {"sum": "0.f", "mean": "0.f", "gather": "0.f", "max": "__int_as_float(0xff800000)",
              "min": "__int_as_float(0x7f800000)", "prod": "1.f"}
-_COMBINE = {"sum": "({a} + {b})", "mean": "({a} + {b})", "max": "stitch_max({a}, {b})",
+_COMBINE = {"sum": "({a} + {b})", "mean": "({a} + {b})", "gather": "({a} + {b})", "max": "stitch_max({a}, {b})",
             "min": "stitch_min({a}, {b})", "prod": "({a} * {b})"}
 
 
@@ -286,16 +337,25 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
         how = op_table.REDUCTION_OPS[node.op]
         dims, src = reduction_dims(node, index)
         acc = em.fresh("acc")
+        pick = None
+        if how == "gather":
+            # Sum of the one element whose position in the row is the index (0 elsewhere): exact.
+            pick = em.fresh("pick")
+            em.emit(f"const long long {pick} = (long long){em.value(node.args[2]['$'], 'row')};")
         em.emit(f"float {acc} = {_IDENTITY[how]};")
+
+        def element(ix: str) -> str:
+            val = em.value(src.name, ix)
+            return val if pick is None else f"(({ix} - rbase) == {pick} ? {val} : 0.f)"
+
         if looped:
             open_loop()
             for v in range(w.vec):
-                val = em.value(src.name, f"e0_{v}")
-                em.emit(f"{acc} = {_COMBINE[how].format(a=acc, b=val)};")
+                em.emit(f"{acc} = {_COMBINE[how].format(a=acc, b=element(f'e0_{v}'))};")
             close_loop()
         for k, prefix in enumerate(prefixes):
             for v in range(w.vec):
-                val = em.value(src.name, f"{prefix}{v}")
+                val = element(f"{prefix}{v}")
                 combined = _COMBINE[how].format(a=acc, b=val)
                 em.emit(f"{acc} = {guards[k]} ? {combined} : {acc};" if guards[k] else f"{acc} = {combined};")
         em.emit(f"#pragma unroll")
@@ -360,3 +420,89 @@ def _retarget(line: str, local: list[str], full: list[str]) -> str:
         k = int(m.group(1))
         return f"out{full.index(local[k])} +" if k < len(local) else m.group(0)
     return re.sub(r"out(\d+) \+", sub, line)
+
+
+COL_SPLIT = 8  # threads of a block that share one column's reduction
+
+
+def col_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
+    """Reductions over a middle dimension: x[O, R, I] -> y[O, I], a thread per (o, i) column.
+
+    Consecutive threads take consecutive columns (coalesced loads); each column's R
+    elements are split over ``COL_SPLIT`` threads and combined through shared memory.
+    """
+    w = _Writer(group, index, name)
+    reductions = [n for n in group.nodes if op_table.classify(index[n].op, index[n].dtype) == "reduction"]
+    first_dims, first_src = reduction_dims(index[reductions[0]], index)
+    shape = first_src.shape
+    for r in reductions:
+        dims, src = reduction_dims(index[r], index)
+        if dims != first_dims or src.shape != shape:
+            raise Unsupported("middle-dimension reductions over different dimensions in one group")
+    if first_dims != list(range(first_dims[0], first_dims[-1] + 1)):
+        raise Unsupported("reduction over dimensions that are not adjacent")
+    d0, d1 = first_dims[0], first_dims[-1]
+    outer, red, inner = math.prod(shape[:d0]), math.prod(shape[d0:d1 + 1]), math.prod(shape[d1 + 1:])
+    domain, cols = math.prod(shape), math.prod(shape[:d0]) * math.prod(shape[d1 + 1:])
+    depends: set[str] = set()
+    for n in group.nodes:
+        if n in reductions or any(r in depends for r in index[n].refs()):
+            depends.add(n)
+    row_nodes = {n for n in depends}
+    for n in depends:
+        if index[n].numel != cols:
+            raise Unsupported(f"{n} mixes reduced and unreduced values (only epilogues on the result are fused)")
+    for o in group.outputs:
+        if o not in row_nodes:
+            raise Unsupported(f"output {o} is not a reduced value")
+    em = w.em
+    em.row_len = red
+    em.row_nodes = row_nodes
+    em.indent = "  "
+    w.vec = 1
+    w.domain = domain
+    em.emit(f"const long long row = (long long)blockIdx.x * 32 + (threadIdx.x & 31);")
+    em.emit(f"const int ty = threadIdx.x >> 5;")
+    em.emit(f"const bool live = row < {cols}LL;")
+    em.emit(f"const long long o = (live ? row : 0) / {inner}LL, i = (live ? row : 0) % {inner}LL;")
+    em.emit(f"__shared__ float part[{max(len(reductions), 1)}][{COL_SPLIT}][32];")
+    for r_i, r in enumerate(reductions):
+        node = index[r]
+        how = op_table.REDUCTION_OPS[node.op]
+        dims, src = reduction_dims(node, index)
+        acc = em.fresh("acc")
+        em.emit(f"float {acc} = {_IDENTITY[how]};")
+        em.emit("#pragma unroll 4")
+        em.emit(f"for (long long r = ty; r < {red}LL; r += {COL_SPLIT}) {{")
+        em.indent += "  "
+        em.memo = {}
+        em.emit(f"[[maybe_unused]] const long long e0_0 = (o * {red}LL + r) * {inner}LL + i;")
+        val = em.value(src.name, "e0_0")
+        em.emit(f"{acc} = {_COMBINE[how].format(a=acc, b=val)};")
+        em.indent = em.indent[:-2]
+        em.emit("}")
+        em.memo = {}
+        em.emit(f"part[{r_i}][ty][threadIdx.x & 31] = {acc};")
+        em.emit("__syncthreads();")
+        em.emit(f"{acc} = part[{r_i}][0][threadIdx.x & 31];")
+        em.emit("#pragma unroll")
+        em.emit(f"for (int q = 1; q < {COL_SPLIT}; ++q) {acc} = {_COMBINE[how].format(a=acc, b=f'part[{r_i}][q][threadIdx.x & 31]')};")
+        if how == "mean":
+            em.emit(f"{acc} *= {op_table.c_float(1.0 / red)};")
+        if node.dtype != "float32":
+            em.emit(f"{acc} = {_round(acc, node.dtype)};")
+        em.row_values[r] = acc
+    em.emit("if (ty != 0 || !live) return;")
+    for o_idx, o in enumerate(group.outputs):
+        val = em.value(o, "row")
+        em.emit(f"out{o_idx}[row] = stitch_from_float<{_c_type(index[o].dtype)}>({val});")
+    block = 32 * COL_SPLIT
+    src = PREAMBLE + f"""
+extern "C" __global__ void __launch_bounds__({block}) {name}({w.signature()}) {{
+{chr(10).join(em.lines)}
+}}
+"""
+    src = _finish(src, group, index)
+    return KernelSpec(name=name, source=src, kind="col_reduction", params=w.leaves + group.outputs,
+                      outputs=list(group.outputs), grid=math.ceil(cols / 32), block=block,
+                      note=f"{len(group.nodes)} ops, {cols} columns of {red} (stride {inner}), {COL_SPLIT} threads per column")

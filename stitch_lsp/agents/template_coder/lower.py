@@ -7,7 +7,7 @@ from attrs import define, field
 from stitch_lsp.agents import op_table
 from stitch_lsp.agents.fusion import Group, split
 from stitch_lsp.agents.template_coder.emitter import Unsupported
-from stitch_lsp.agents.template_coder.kernels import KernelSpec, pointwise_kernel, row_kernel
+from stitch_lsp.agents.template_coder.kernels import KernelSpec, col_kernel, pointwise_kernel, row_kernel
 from stitch_lsp.op_graph import OpGraph
 
 
@@ -38,10 +38,11 @@ def lower(graph: OpGraph) -> LoweredProgram:
     for group in groups:
         if group.kind in ("pointwise", "row_reduction", "col_reduction") and not group.outputs:
             continue  # computes nothing anyone reads
-        if group.kind in ("pointwise", "row_reduction"):
+        if group.kind in ("pointwise", "row_reduction", "col_reduction"):
             name = f"stitch_fused_{len(program.kernels)}"
+            writer = {"pointwise": pointwise_kernel, "row_reduction": row_kernel, "col_reduction": col_kernel}[group.kind]
             try:
-                spec = (pointwise_kernel if group.kind == "pointwise" else row_kernel)(group, index, name)
+                spec = writer(group, index, name)
             except Unsupported as exc:
                 group.note = str(exc)
                 program.notes.append(f"group {group.index} ({group.kind}) stays PyTorch: {exc}")
@@ -56,8 +57,6 @@ def lower(graph: OpGraph) -> LoweredProgram:
         why = ""
         if group.kind == "library":
             group.note = "cuBLAS through torch" + (" (TF32 allowed, as in the reference)" if graph.allow_tf32 else "")
-        elif group.kind == "col_reduction":
-            why = "reductions over a middle dimension are not lowered yet"
         elif group.kind == "torch":
             why = f"{op_table.short(index[group.nodes[0]].op)} has no template"
         group.note = group.note or why

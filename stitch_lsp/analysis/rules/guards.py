@@ -12,20 +12,34 @@ def _exits(node: Node) -> Node | None:
     return node.child_by_field_name("consequence")
 
 
+def _exit_table(facts: FunctionFacts) -> tuple[list[Control], list[tuple[Control, list[Control]]]]:
+    """Every `if` whose consequence returns, and every one that leaves a loop iteration
+    (with the loops around it), computed once per function."""
+    hit = facts.memo.get("exit_table")
+    if hit is None:
+        returns, loop_exits = [], []
+        for c in facts.controls:
+            if c.kind != "if":
+                continue
+            cons = _exits(c.node)
+            if cons is None:
+                continue
+            if contains_return(cons):
+                returns.append(c)
+            elif _has_loop_exit(cons):
+                loops = facts.loops_over(c.node.start_byte)
+                if loops:
+                    loop_exits.append((c, loops))
+        hit = facts.memo["exit_table"] = (returns, loop_exits)
+    return hit
+
+
 def early_exits(facts: FunctionFacts, before: int) -> list[Control]:
     """`if (...) return;` (or `continue`/`break` in a loop) that ends before byte ``before``."""
-    out = []
-    for c in facts.controls:
-        if c.kind != "if" or c.end > before:
-            continue
-        cons = _exits(c.node)
-        if cons is None:
-            continue
-        if contains_return(cons):
-            out.append(c)
-        elif _has_loop_exit(cons) and any(l.governs(c.node.start_byte) and l.governs(before)
-                                           for l in facts.controls if l.kind == "loop"):
-            out.append(c)
+    returns, loop_exits = _exit_table(facts)
+    out = [c for c in returns if c.end <= before]
+    out += [c for c, loops in loop_exits if c.end <= before and any(l.governs(before) for l in loops)]
+    out.sort(key=lambda c: c.node.start_byte)
     return out
 
 
@@ -47,7 +61,15 @@ def is_bounds_checked(facts: FunctionFacts, byte: int) -> bool:
     for c in facts.controls_over(byte):
         if is_relational(facts, c.cond):
             return True
-    return any(is_relational(facts, c.cond) for c in early_exits(facts, byte))
+    returns, loop_exits = _exit_table(facts)
+    first = facts.memo.get("first_checked_return")
+    if first is None:
+        ends = [c.end for c in returns if is_relational(facts, c.cond)]
+        first = facts.memo["first_checked_return"] = min(ends, default=-1)
+    if 0 <= first <= byte:
+        return True
+    return any(c.end <= byte and is_relational(facts, c.cond) and any(l.governs(byte) for l in loops)
+               for c, loops in loop_exits)
 
 
 def thread_dependent_control(facts: FunctionFacts, byte: int) -> Control | None:
@@ -60,7 +82,10 @@ def thread_dependent_control(facts: FunctionFacts, byte: int) -> Control | None:
 
 
 def thread_dependent_exit(facts: FunctionFacts, byte: int) -> Control | None:
-    for c in early_exits(facts, byte):
-        if c.cond is not None and facts.depends_on_thread(c.cond) and contains_return(_exits(c.node)):
-            return c
-    return None
+    """The first `if (...) return;` before ``byte`` that only some threads take."""
+    divergent = facts.memo.get("divergent_returns")
+    if divergent is None:
+        returns, _ = _exit_table(facts)
+        divergent = facts.memo["divergent_returns"] = [
+            c for c in returns if c.cond is not None and facts.depends_on_thread(c.cond)]
+    return next((c for c in divergent if c.end <= byte), None)

@@ -3,6 +3,8 @@ may see whose writes (used by the race rules)."""
 
 from __future__ import annotations
 
+import bisect
+
 from tree_sitter import Node
 
 from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, Access, FunctionFacts, index_expr
@@ -59,7 +61,17 @@ class SharedEvents:
         events += [(b, 0, "barrier", None) for b in self.barriers]
         events.sort(key=lambda e: (e[0], e[1]))
         self.events = events
+        self.positions = [e[0] for e in events]
         self._canon = {id(a): canonical_index(facts, a) for _, _, _, a in events if a is not None}
+
+    def within(self, lo: int, hi: int) -> list[tuple[int, int, str, Access | None]]:
+        """The events at positions in [lo, hi)."""
+        return self.events[bisect.bisect_left(self.positions, lo):bisect.bisect_left(self.positions, hi)]
+
+    def write_key(self, w: Access) -> tuple:
+        """Writes with equal keys look the same to `same_thread` (index and owning branch)."""
+        owner = thread_dependent_control(self.facts, w.node.start_byte)
+        return self._canon[id(w)], owner.node.id if owner is not None else None
 
     def same_thread(self, w: Access, r: Access) -> bool:
         """Whether the read can only see what its own thread wrote (so no barrier is needed)."""

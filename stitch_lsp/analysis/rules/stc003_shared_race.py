@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 from stitch_lsp.analysis.cuda_facts import Access, FunctionFacts
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.analysis.rules.shared_memory import shared_events
@@ -20,29 +22,40 @@ class SharedRace(Rule):
         ev = shared_events(facts)
         if not ev.has_writes:
             return
-        events, barriers, same_thread = ev.events, ev.barriers, ev.same_thread
+        events, same_thread = ev.events, ev.same_thread
         flagged: set[int] = set()
-        pending: dict[str, list[Access]] = {}
+        # Writes since the last barrier, per array; writes alike (same index, same branch)
+        # are kept once, so a long barrier-free stretch stays linear.
+        pending: dict[str, dict[tuple, Access]] = {}
         for _, _, kind, a in events:
             if kind == "barrier":
                 pending.clear()
             elif kind == "write":
-                pending.setdefault(a.base, []).append(a)
+                pending.setdefault(a.base, {})[ev.write_key(a)] = a
             else:
                 writes = pending.get(a.base)
-                if writes and not any(same_thread(w, a) for w in writes):
-                    self._emit(facts, out, a, writes[-1], flagged)
+                if writes and not any(same_thread(w, a) for w in writes.values()):
+                    self._emit(facts, out, a, list(writes.values())[-1], flagged)
         # A loop with no barrier at all: a write in one iteration races with reads in the next.
+        barriers = sorted(ev.barriers)
         for loop in facts.controls:
-            if loop.kind != "loop" or any(loop.governs(b) for b in barriers):
+            if loop.kind != "loop":
                 continue
-            inside = [a for _, _, k, a in events if a is not None and loop.governs(a.node.start_byte)]
+            i = bisect.bisect_left(barriers, loop.gov_start)
+            if i < len(barriers) and barriers[i] < loop.end:
+                continue
+            inside = [a for _, _, k, a in ev.within(loop.gov_start, loop.end)
+                      if a is not None and loop.governs(a.node.start_byte)]
+            by_base: dict[str, dict[tuple, Access]] = {}
+            for w in inside:
+                if w.is_write:
+                    by_base.setdefault(w.base, {})[ev.write_key(w)] = w
             for a in inside:
                 if not a.is_read or a.node.id in flagged:
                     continue
-                writes = [w for w in inside if w.is_write and w.base == a.base]
-                if writes and not any(same_thread(w, a) for w in writes):
-                    self._emit(facts, out, a, writes[-1], flagged)
+                writes = by_base.get(a.base)
+                if writes and not any(same_thread(w, a) for w in writes.values()):
+                    self._emit(facts, out, a, list(writes.values())[-1], flagged)
 
     @staticmethod
     def _emit(facts: FunctionFacts, out: Emitter, read: Access, write: Access, flagged: set[int]) -> None:

@@ -2,25 +2,38 @@
 
 from __future__ import annotations
 
+import bisect
+
 from stitch_lsp.analysis.cuda_facts import ATOMICS, Control, FunctionFacts
 from stitch_lsp.analysis.cuda_text import squash
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.findings import Severity
 
 
+def _assignments(facts: FunctionFacts) -> tuple[list[int], list[str]]:
+    """(start byte, name) of every declaration and assignment of a plain name, by position."""
+    hit = facts.memo.get("assignments")
+    if hit is None:
+        found = [(d.node.start_byte, d.name) for d in facts.decls]
+        for a in facts.assigns:
+            left = a.child_by_field_name("left")
+            if left is not None and left.type == "identifier":
+                found.append((a.start_byte, facts.text(left)))
+        for u in facts.updates:
+            arg = u.child_by_field_name("argument")
+            if arg is not None and arg.type == "identifier":
+                found.append((u.start_byte, facts.text(arg)))
+        found.sort()
+        hit = facts.memo["assignments"] = ([b for b, _ in found], [n for _, n in found])
+    return hit
+
+
 def _varying(facts: FunctionFacts, loop: Control) -> set[str]:
     """Names that change from one iteration of ``loop`` to the next."""
-    lo, hi = loop.node.start_byte, loop.node.end_byte
-    names = {d.name for d in facts.decls if lo <= d.node.start_byte < hi}
-    for a in facts.assigns:
-        left = a.child_by_field_name("left")
-        if left is not None and left.type == "identifier" and lo <= a.start_byte < hi:
-            names.add(facts.text(left))
-    for u in facts.updates:
-        arg = u.child_by_field_name("argument")
-        if arg is not None and arg.type == "identifier" and lo <= u.start_byte < hi:
-            names.add(facts.text(arg))
-    return names
+    starts, names = _assignments(facts)
+    lo = bisect.bisect_left(starts, loop.node.start_byte)
+    hi = bisect.bisect_left(starts, loop.node.end_byte)
+    return set(names[lo:hi])
 
 
 class AtomicInLoop(Rule):

@@ -37,12 +37,12 @@ class UncheckedLaunch(Rule):
     def check(self, facts: FunctionFacts, out: Emitter) -> None:
         if not facts.launches or facts.body is None:
             return
-        launches = sorted(facts.launches, key=lambda l: l.node.start_byte)
-        calls = sorted(facts.calls, key=lambda c: c.node.start_byte)
-        for i, launch in enumerate(launches):
-            start = launch.node.end_byte
-            end = launches[i + 1].node.start_byte if i + 1 < len(launches) else facts.body.end_byte
-            if any(start <= c.node.start_byte < end and _is_check(c) for c in calls):
+        # cudaGetLastError() reports the last launch error until it is read, so one check
+        # after a group of launches covers all of them.
+        checks = [c.node.start_byte for c in facts.calls if _is_check(c)]
+        last_check = max(checks, default=-1)
+        for launch in sorted(facts.launches, key=lambda l: l.node.start_byte):
+            if last_check >= launch.node.end_byte:
                 continue
             fix = None
             if launch.stmt is not None:

@@ -23,7 +23,7 @@ class SharedOverwrite(Rule):
         for loop in facts.controls:
             if loop.kind != "loop":
                 continue
-            inside = [(pos, kind, a) for pos, _, kind, a in ev.events if loop.governs(pos)]
+            inside = [(pos, kind, a) for pos, _, kind, a in ev.within(loop.gov_start, loop.end)]
             barriers = [pos for pos, kind, _ in inside if kind == "barrier"]
             if not barriers:
                 continue  # STC003 covers loops with no barrier at all

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every GPU test group in one GPU-machine call, each under its own time limit, logs to $OUT.
+# Run from the repository root:  OUT=/tmp/out bash bench/gpu_checks.sh [GROUP...]
+# Groups: verify jobs llm bench analysis fuse latency (default: all but fuse).
+set -u
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
+O=${OUT:-/tmp/out}; mkdir -p "$O"
+if ! python3 -c "import attrs, pygls" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH=/usr/local/cuda/bin:$PATH
+{
+  nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+  python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"
+  echo "cores: $(nproc)"
+} > "$O/machine.txt" 2>&1
+cat "$O/machine.txt"
+GROUPS_TO_RUN=${*:-verify jobs llm bench analysis latency}
+run_tests() {  # name, seconds, pytest args...
+  local name=$1 secs=$2; shift 2
+  timeout "$secs" python3 -m pytest -m gpu -v -s -p no:cacheprovider "$@" > "$O/gpu_$name.log" 2>&1
+  echo "== $name: rc=$? $(grep -E '^(=+ )?[0-9]+ (passed|failed)|passed|failed' "$O/gpu_$name.log" | tail -1)"
+  grep -E "(PASSED|FAILED|ERROR)$|^(FAILED|ERROR) " "$O/gpu_$name.log" | sed 's/^/   /' | head -40
+}
+for g in $GROUPS_TO_RUN; do
+  case $g in
+    verify)   run_tests verify 150 tests/verify ;;
+    jobs)     run_tests jobs 120 tests/jobs/test_kernel_checks_gpu.py ;;
+    llm)      run_tests llm 90 tests/llm/test_llm_gpu.py ;;
+    bench)    run_tests bench 120 tests/bench/test_bench_gpu.py tests/bench/test_bandwidth_and_runner.py ;;
+    analysis) run_tests analysis 60 tests/analysis/test_rules_on_gpu.py ;;
+    fuse)     run_tests fuse 240 tests/fuse ;;
+    latency)
+      timeout 120 python3 bench/lsp_latency.py --conditions idle gpu-job --real-gpu --iterations 120 \
+        --out "$O/lsp_latency_gpu_job_h100.txt" > "$O/lsp_latency.log" 2>&1
+      echo "== latency: rc=$?"; tail -12 "$O/lsp_latency_gpu_job_h100.txt" 2>/dev/null ;;
+  esac
+done
