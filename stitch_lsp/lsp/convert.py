@@ -113,6 +113,3 @@ class Converter:
     def from_range(self, rng: lsp.Range) -> Range:
         return Range(self.from_position(rng.start), self.from_position(rng.end))
 
-
-def severity_to_lsp(severity: Severity) -> lsp.DiagnosticSeverity:
-    return _SEVERITY[severity]
