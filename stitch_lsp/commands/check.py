@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from stitch_lsp.findings import Severity
@@ -86,11 +87,20 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_for(args)
     results = []
     told: set[str] = set()
-    for path in files:
+    def check(path: Path):
         try:
-            result = check_file(path, settings, compile=not args.no_compile, root=Path.cwd())
+            return check_file(path, settings, compile=not args.no_compile, root=Path.cwd())
         except OSError as exc:
-            print(f"stitch check: {path}: {exc.strerror or exc}", file=sys.stderr)
+            return exc
+
+    # nvcc is the slow part and runs in its own processes: compile a few files at once,
+    # report in the order the files were named.
+    workers = 1 if args.no_compile else max(1, min(4, os.cpu_count() or 1, len(files)))
+    with ThreadPoolExecutor(workers) as pool:
+        outcomes = list(pool.map(check, files))
+    for path, result in zip(files, outcomes):
+        if isinstance(result, OSError):
+            print(f"stitch check: {path}: {result.strerror or result}", file=sys.stderr)
             problems.append(str(path))
             continue
         results.append(result)
