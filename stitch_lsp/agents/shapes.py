@@ -192,7 +192,11 @@ def resolve(region: Region, source: str, shapes_setting: dict[str, str] | None =
     out = ShapeResult()
     lines = source.splitlines()
     wanted = list(region.inputs)
-    got = from_get_inputs(source)
+    # get_inputs() feeds a module's forward (KernelBench: Model.forward), not any function of the file.
+    forward = region.function == "forward" and region.class_name is not None
+    if forward and region.class_name != "Model" and re.search(r"^class\s+Model\b", source, re.M):
+        forward = False
+    got = from_get_inputs(source) if forward else None
     if got is not None:
         specs, init = got
         for name, spec in zip(region.function_params, specs):

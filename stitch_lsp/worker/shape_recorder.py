@@ -46,12 +46,13 @@ def record(req: RecordRequest) -> RecordReply:
     try:
         with torch.device("meta"):
             inputs = list(get_inputs())
-            if req.class_name:
-                cls = module.__dict__[req.class_name]
-                init = list(module.__dict__["get_init_inputs"]()) if "get_init_inputs" in module.__dict__ else []
-                runner = cls(*init)
-            else:
-                runner = module.__dict__[req.function]
+            # The file's entry point: its Model (KernelBench), else the selection's own module class.
+            # A selected free function is recorded when the model's forward calls it.
+            entry = "Model" if "Model" in module.__dict__ else req.class_name
+            if not entry or entry not in module.__dict__:
+                return RecordReply(ok=False, message="the file has no Model (or module class) for get_inputs() to feed")
+            init = list(module.__dict__["get_init_inputs"]()) if "get_init_inputs" in module.__dict__ else []
+            runner = module.__dict__[entry](*init)
             sys.settrace(tracer)
             try:
                 runner(*inputs)
