@@ -146,3 +146,32 @@ async def test_untrusted_workspace_refuses_to_run(tmp_path):
         reply = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
             command=action.command.command, arguments=action.command.arguments))
         assert reply["job"] is None and "trusted" in reply["message"]
+
+
+@pytest.mark.timeout(600)
+async def test_trusted_workspace_records_missing_shapes_in_the_job(tmp_path):
+    """Mid-forward selection, no shape comment: listed (trusted), the job runs the recorder first."""
+    src = tmp_path / "block.py"
+    shutil.copy(FIXTURE, src)
+    text = src.read_text()
+    async with running_server(tmp_path, capabilities=pull_capabilities(),
+                              initialization_options={"trusted": True}) as client:
+        uri = await _open(client, src)
+        actions = await _actions(client, uri, _line(text, "a, b = y.chunk"), _line(text, "out.mul_(2.0)"))
+        runnable = [a for a in actions if a.command is not None]
+        assert runnable, [(a.title, a.disabled) for a in actions]
+        reply = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+            command=runnable[0].command.command, arguments=runnable[0].command.arguments))
+        assert reply["job"], reply
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 500
+        while loop.time() < deadline and not any(m.message.startswith("Stitch") for m in client.messages):
+            await asyncio.sleep(0.5)
+        messages = [m.message for m in client.messages]
+        assert not any("no shapes" in m for m in messages), messages
+        reports = " ".join(getattr(r, "message", "") or "" for rs in client.progress_reports.values() for r in rs)
+        assert "recording shapes" in reports, reports
+        if not _has_gpu():
+            assert any("No CUDA device" in m for m in messages), messages
+        tasks = list((tmp_path / ".stitch" / "tasks").glob("*/reference.py"))
+        assert tasks and any("torch.randn(32, 1024" in t.read_text() for t in tasks)
