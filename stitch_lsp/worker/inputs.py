@@ -40,7 +40,10 @@ def clone(value: Any) -> Any:
 
 def draw(module: ModuleType, seed: int, device: torch.device) -> list[Any]:
     seed_everything(seed)
-    values = module.get_inputs()
+    # Factory calls without a device (KernelBench's get_inputs) allocate straight on the
+    # target: drawing a suite-sized input on the CPU and copying it took seconds per trial.
+    with torch.device(device):
+        values = module.get_inputs()
     return [to_device(v, device) for v in values]
 
 
@@ -129,7 +132,8 @@ def size_globals(module: ModuleType, source: str) -> dict[str, int]:
     found: dict[str, int] = {}
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        for t in targets:
+        names = [n for t in targets for n in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        for t in names:
             if isinstance(t, ast.Name) and t.id in used:
                 value = getattr(module, t.id, None)
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 8:
