@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 from stitch_lsp.findings import Finding
+from stitch_lsp.lsp.refresh import CoalescedRefresh
 
 if TYPE_CHECKING:
     from stitch_lsp.lsp.server import StitchServer
@@ -41,7 +42,9 @@ class DiagnosticStore:
         self._result_ids: dict[str, int] = {}
         self._counter = 0
         self._pending: dict[str, set[asyncio.Future]] = {}
-        self._refresh_scheduled = False
+        self._refresh = CoalescedRefresh(
+            server, "workspace.diagnostics.refresh_support", lambda: server.workspace_diagnostic_refresh(None), "workspace/diagnostic/refresh"
+        )
         self._cache: dict[str, dict[int, tuple[Finding, str | None, lsp.Diagnostic, str]]] = {}
         self._published: dict[str, list[str]] = {}
 
@@ -101,7 +104,7 @@ class DiagnosticStore:
 
     def _changed(self, uri: str) -> None:
         if self.pull_mode:
-            self._schedule_refresh()
+            self._refresh.schedule()
         else:
             self.publish(uri)
 
@@ -164,23 +167,6 @@ class DiagnosticStore:
         server.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[d for d, _ in converted], version=version)
         )
-
-    def _schedule_refresh(self) -> None:
-        if not self._server.client_supports("workspace.diagnostics.refresh_support"):
-            return
-        if self._refresh_scheduled:
-            return
-        self._refresh_scheduled = True
-
-        def send() -> None:
-            self._refresh_scheduled = False
-            try:
-                self._server.workspace_diagnostic_refresh(None)
-            except Exception:
-                log.exception("workspace/diagnostic/refresh failed")
-
-        # Coalesce a burst of sets (several sources at once) into one refresh.
-        self._server.call_soon(send, delay=0.02)
 
     async def pull(self, params: lsp.DocumentDiagnosticParams) -> lsp.DocumentDiagnosticReport:
         uri = params.text_document.uri

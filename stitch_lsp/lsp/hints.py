@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 from stitch_lsp.findings import Hint
+from stitch_lsp.lsp.refresh import CoalescedRefresh
 
 if TYPE_CHECKING:
     from stitch_lsp.lsp.server import StitchServer
@@ -24,7 +25,9 @@ class HintStore:
     def __init__(self, server: "StitchServer") -> None:
         self._server = server
         self._by_uri: dict[str, dict[str, list[Hint]]] = {}
-        self._refresh_scheduled = False
+        self._refresh = CoalescedRefresh(
+            server, "workspace.inlay_hint.refresh_support", lambda: server.workspace_inlay_hint_refresh(None), "workspace/inlayHint/refresh"
+        )
 
     def set(self, uri: str, source: str, hints: list[Hint] | tuple[Hint, ...]) -> None:
         """Replace ``source``'s hints for ``uri`` (from any thread)."""
@@ -40,12 +43,12 @@ class HintStore:
             sources[source] = hints
         else:
             sources.pop(source, None)
-        self._schedule_refresh()
+        self._refresh.schedule()
 
     def clear(self, uri: str, source: str | None = None) -> None:
         if source is None:
             if self._by_uri.pop(uri, None):
-                self._schedule_refresh()
+                self._refresh.schedule()
         else:
             self.set(uri, source, [])
 
@@ -57,22 +60,6 @@ class HintStore:
         for hints in sources.values():
             out.extend(hints)
         return out
-
-    def _schedule_refresh(self) -> None:
-        if not self._server.client_supports("workspace.inlay_hint.refresh_support"):
-            return
-        if self._refresh_scheduled:
-            return
-        self._refresh_scheduled = True
-
-        def send() -> None:
-            self._refresh_scheduled = False
-            try:
-                self._server.workspace_inlay_hint_refresh(None)
-            except Exception:
-                log.exception("workspace/inlayHint/refresh failed")
-
-        self._server.call_soon(send, delay=0.02)
 
     def answer(self, params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
         uri = params.text_document.uri
