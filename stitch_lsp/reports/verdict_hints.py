@@ -30,3 +30,18 @@ def verdict_hints(path: str, position: Position, kernel: str, verdict: Verdict, 
 
 def status_hint(path: str, position: Position, label: str, tooltip: str) -> Hint:
     return Hint(path=path, position=position, label=label, tooltip=tooltip, kind="status")
+
+
+def generated_module_hints(path: str, text: str, func_name: str, verdict: Verdict) -> list[Hint]:
+    """The verdict on the fused function a Stitch edit writes into the workspace.
+
+    The kernels' CUDA sits inside the module's data, so the hints go at the end of the
+    ``def`` line the user's code calls; the profile figures are the module's busiest kernel's.
+    """
+    prefix = f"def {func_name}("
+    for number, line in enumerate(text.splitlines()):
+        if line.startswith(prefix):
+            profiles = [k for k in verdict.profile.kernels if k.role == "candidate"]
+            kernel = max(profiles, key=lambda k: k.duration_us or 0.0).name if profiles else ""
+            return verdict_hints(path, Position(number, len(line)), kernel, verdict)
+    return []

@@ -20,6 +20,7 @@ from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
 
 from stitch_lsp.agents.fuse_edit import FuseEdit, build_edit, names_for
+from stitch_lsp.reports.verdict_hints import generated_module_hints
 from stitch_lsp.agents.fuse_region import prepare
 from stitch_lsp.agents.fuse_service import FuseOutcome, fuse_task
 from stitch_lsp.agents.llm_coder import key_configured
@@ -204,6 +205,12 @@ class Fuser:
             server.workspace_apply_edit(params)
         except Exception:
             log.exception("workspace/applyEdit failed")
+            return
+        # The verdict travels with the kernel: hints on the generated module, there when it is opened.
+        module_file = root / module_path
+        module_uri = from_fs_path(str(module_file)) or str(module_file)
+        server.hints.set(module_uri, SOURCE, generated_module_hints(
+            str(module_file), edit.files.get(module_path, ""), func, outcome.verdict))
 
     def _publish_rubric(self, outcome: FuseOutcome) -> None:
         """Rubric findings and hack flags as diagnostics on the generated files (``.stitch/tasks/...``)."""
