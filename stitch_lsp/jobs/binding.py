@@ -10,6 +10,8 @@ run by the worker; nothing here executes anything.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
 from stitch_lsp.jobs.pairing import Pairing
@@ -120,9 +122,41 @@ def binding_source(pairing: Pairing, cu_source: str) -> str:
     )
 
 
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def local_includes_digest(cu_path: Path, cu_source: str) -> str:
+    """A digest of the ``#include "..."`` files the kernel pulls in, followed transitively.
+
+    They are compiled with the kernel, so they are part of the question: an edited header
+    must not be answered from the result cache.
+    """
+    digest = hashlib.sha256()
+    seen: set[Path] = set()
+    pending = [(cu_path.parent, cu_source)]
+    while pending and len(seen) < 200:
+        folder, text = pending.pop()
+        for name in _QUOTED_INCLUDE.findall(text):
+            path = (folder / name).resolve()
+            if path in seen:
+                continue
+            seen.add(path)
+            try:
+                body = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                body = "<missing>"
+            digest.update(f"{path}\0{body}\0".encode())
+            pending.append((path.parent, body))
+    return digest.hexdigest()[:16] if seen else ""
+
+
 def build_candidate(pairing: Pairing, cu_source: str) -> Candidate:
+    module_source = binding_source(pairing, cu_source)
+    includes = local_includes_digest(Path(pairing.cu_path), cu_source)
+    if includes:
+        module_source += f"\n# local includes: {includes}\n"
     return Candidate(
-        module_source=binding_source(pairing, cu_source),
+        module_source=module_source,
         cuda_sources={Path(pairing.cu_path).name: cu_source},
         coder="handwritten",
         notes=[f"handwritten kernel `{pairing.kernel}` from {Path(pairing.cu_path).name}"],
