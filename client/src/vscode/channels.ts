@@ -25,39 +25,15 @@ function safeJson(value: unknown): string {
   }
 }
 
-/** A LogOutputChannel that redacts everything written through it. */
-export class RedactingLogChannel implements vscode.LogOutputChannel {
+/** The plain OutputChannel part of both channels: every write goes through the Redactor. */
+abstract class RedactedOutput<Inner extends vscode.OutputChannel> {
   constructor(
-    private readonly inner: vscode.LogOutputChannel,
-    private readonly redactor: Redactor,
+    protected readonly inner: Inner,
+    protected readonly redactor: Redactor,
   ) {}
 
   get name(): string {
     return this.inner.name;
-  }
-  get logLevel(): vscode.LogLevel {
-    return this.inner.logLevel;
-  }
-  get onDidChangeLogLevel(): vscode.Event<vscode.LogLevel> {
-    return this.inner.onDidChangeLogLevel;
-  }
-  private r(message: string | Error, args: unknown[]): string {
-    return this.redactor.redact(format(message, args));
-  }
-  trace(message: string, ...args: unknown[]): void {
-    this.inner.trace(this.r(message, args));
-  }
-  debug(message: string, ...args: unknown[]): void {
-    this.inner.debug(this.r(message, args));
-  }
-  info(message: string, ...args: unknown[]): void {
-    this.inner.info(this.r(message, args));
-  }
-  warn(message: string, ...args: unknown[]): void {
-    this.inner.warn(this.r(message, args));
-  }
-  error(error: string | Error, ...args: unknown[]): void {
-    this.inner.error(this.r(error, args));
   }
   append(value: string): void {
     this.inner.append(this.redactor.redact(value));
@@ -86,21 +62,46 @@ export class RedactingLogChannel implements vscode.LogOutputChannel {
   }
 }
 
+/** A LogOutputChannel that redacts everything written through it. */
+export class RedactingLogChannel extends RedactedOutput<vscode.LogOutputChannel> implements vscode.LogOutputChannel {
+  get logLevel(): vscode.LogLevel {
+    return this.inner.logLevel;
+  }
+  get onDidChangeLogLevel(): vscode.Event<vscode.LogLevel> {
+    return this.inner.onDidChangeLogLevel;
+  }
+  private r(message: string | Error, args: unknown[]): string {
+    return this.redactor.redact(format(message, args));
+  }
+  trace(message: string, ...args: unknown[]): void {
+    this.inner.trace(this.r(message, args));
+  }
+  debug(message: string, ...args: unknown[]): void {
+    this.inner.debug(this.r(message, args));
+  }
+  info(message: string, ...args: unknown[]): void {
+    this.inner.info(this.r(message, args));
+  }
+  warn(message: string, ...args: unknown[]): void {
+    this.inner.warn(this.r(message, args));
+  }
+  error(error: string | Error, ...args: unknown[]): void {
+    this.inner.error(this.r(error, args));
+  }
+}
+
 /**
  * The trace channel. vscode-languageclient traces only while its trace channel's
  * log level is Trace; this one reports Trace whenever `stitch.trace.server` asks
  * for a trace, so that setting alone turns tracing on and off, and writes plain
  * timestamped lines, all redacted.
  */
-export class TraceChannel implements vscode.LogOutputChannel {
+export class TraceChannel extends RedactedOutput<vscode.OutputChannel> implements vscode.LogOutputChannel {
   private readonly levelEmitter = new vscode.EventEmitter<vscode.LogLevel>();
   private level: vscode.LogLevel;
 
-  constructor(
-    private readonly inner: vscode.OutputChannel,
-    private readonly redactor: Redactor,
-    traceSetting: string,
-  ) {
+  constructor(inner: vscode.OutputChannel, redactor: Redactor, traceSetting: string) {
+    super(inner, redactor);
     this.level = TraceChannel.levelFor(traceSetting);
   }
 
@@ -117,9 +118,6 @@ export class TraceChannel implements vscode.LogOutputChannel {
     }
   }
 
-  get name(): string {
-    return this.inner.name;
-  }
   get logLevel(): vscode.LogLevel {
     return this.level;
   }
@@ -147,31 +145,9 @@ export class TraceChannel implements vscode.LogOutputChannel {
   error(error: string | Error, ...args: unknown[]): void {
     this.write("error", error, args);
   }
-  append(value: string): void {
-    this.inner.append(this.redactor.redact(value));
-  }
-  appendLine(value: string): void {
-    this.inner.appendLine(this.redactor.redact(value));
-  }
-  replace(value: string): void {
-    this.inner.replace(this.redactor.redact(value));
-  }
-  clear(): void {
-    this.inner.clear();
-  }
-  show(columnOrPreserveFocus?: vscode.ViewColumn | boolean, preserveFocus?: boolean): void {
-    if (typeof columnOrPreserveFocus === "boolean" || columnOrPreserveFocus === undefined) {
-      this.inner.show(columnOrPreserveFocus);
-    } else {
-      this.inner.show(columnOrPreserveFocus, preserveFocus);
-    }
-  }
-  hide(): void {
-    this.inner.hide();
-  }
-  dispose(): void {
+  override dispose(): void {
     this.levelEmitter.dispose();
-    this.inner.dispose();
+    super.dispose();
   }
 }
 
