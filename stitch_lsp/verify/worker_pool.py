@@ -1,7 +1,7 @@
 """Parent side of the worker: spawn, send a job, wait with a deadline, kill the process tree.
 
-The server imports this module, never ``stitch_lsp.worker``'s handlers (which
-import torch). One job at a time per pool: timing and profiling hold the GPU
+The server imports this module, never ``stitch_lsp.worker``'s handlers (torch
+lives there). One job at a time per pool: timing and profiling hold the GPU
 exclusively (DESIGN.md, rule 5).
 """
 
