@@ -297,11 +297,12 @@ class RowConfig:
     streamed: bool  # loop over the row once per pass (re-read from L2) instead of holding it in registers
 
 
-def row_config(row_len: int, vec: int, rows: int) -> RowConfig:
+def row_config(row_len: int, vec: int, rows: int, inputs: int = 1) -> RowConfig:
     """A warp per row while a lane holds at most 32 values; else part of a block (or all of it).
 
-    A thread holds CHUNKS_PER_THREAD chunks of 16 bytes (of the narrowest type) where the row
-    allows: fewer bytes per thread leave the barrier and reduction cost per row uncovered.
+    With one full-size input a thread holds CHUNKS_PER_THREAD chunks of 16 bytes (bf16
+    RMSNorm: 128 threads a 4096 row; logsumexp: 512 a 16384 row); with several, at most 16
+    values (each value is then several loads). Both measured on an H100 (bench/row_kernel_sweep.py).
     Rows that need more than 32 values a thread at 1024 threads are streamed: statistics
     in one pass, outputs in a second that reads the row back (mostly from L2).
     """
@@ -309,8 +310,12 @@ def row_config(row_len: int, vec: int, rows: int) -> RowConfig:
     if math.ceil(chunks / 32) * vec <= MAX_ROW_ELEMS:
         return RowConfig(32, 256, False)
     rt = 64
-    while rt < 1024 and math.ceil(chunks / rt) > CHUNKS_PER_THREAD:
-        rt *= 2
+    if inputs <= 1:
+        while rt < 1024 and math.ceil(chunks / rt) > CHUNKS_PER_THREAD:
+            rt *= 2
+    else:
+        while rt < 1024 and math.ceil(chunks / rt) * vec > 16:
+            rt *= 2
     return RowConfig(rt, max(rt, 256), math.ceil(chunks / rt) * vec > MAX_ROW_ELEMS)
 
 
@@ -397,7 +402,8 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
     w.vec = _vec_for(identity or ["float32"], row_len)
     vec = w.vec
     nch = row_len // vec  # chunks of VEC per row (VEC divides the row)
-    cfg = config or row_config(row_len, vec, rows)
+    full_inputs = sum(1 for l in w.leaves if index[l].numel == domain)
+    cfg = config or row_config(row_len, vec, rows, full_inputs)
     rt, block, looped = cfg.threads, cfg.block, cfg.streamed
     if rt < 32 or rt & (rt - 1) or block % rt or block > 1024:
         raise ValueError(f"bad row config {cfg}")
