@@ -133,4 +133,17 @@ __device__ __forceinline__ void stitch_moments_local(float cnt, float s1, float 
   mean = k + d;
   m2 = s2 - s1 * d;
 }
+
+// The number of SM identifiers (at least the SMs' count): how many blocks of one per SM run at once.
+__device__ __forceinline__ int stitch_nsm() {
+  unsigned n;
+  asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+  return (int)n;
+}
+
+// A hint that L2 should fetch the line holding p; no register waits for it.
+template <typename T>
+__device__ __forceinline__ void stitch_prefetch_l2(const T* p) {
+  asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
+}
 """

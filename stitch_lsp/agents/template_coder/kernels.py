@@ -295,6 +295,9 @@ class RowConfig:
     threads: int  # threads per row: 32 (a warp) or a power of two up to 1024 (part of a block, or all of it)
     block: int  # threads per block, a multiple of ``threads``
     streamed: bool  # loop over the row once per pass (re-read from L2) instead of holding it in registers
+    # Ask L2 for the row one wave ahead while this one is reduced: a block that holds a long row
+    # in registers is often alone on its SM, which would otherwise stop loading while it computes.
+    prefetch: bool = False
 
 
 def row_config(row_len: int, vec: int, rows: int, inputs: int = 1) -> RowConfig:
@@ -316,7 +319,8 @@ def row_config(row_len: int, vec: int, rows: int, inputs: int = 1) -> RowConfig:
     else:
         while rt < 1024 and math.ceil(chunks / rt) * vec > 16:
             rt *= 2
-    return RowConfig(rt, max(rt, 256), math.ceil(chunks / rt) * vec > MAX_ROW_ELEMS)
+    streamed = math.ceil(chunks / rt) * vec > MAX_ROW_ELEMS
+    return RowConfig(rt, max(rt, 256), streamed, prefetch=not streamed and rt == 1024 and rows >= 4 * 132)
 
 
 def _variance_pairs(reductions: list[str], index: dict[str, OpNode]) -> dict[str, str]:
@@ -461,6 +465,14 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
             em.emit(f"const int j{k} = {j};")
             prefixes.append(w.declare_chunk(k, f"rbase + ({guard} ? j{k} : 0)" if guard else f"rbase + j{k}"))
             guards.append(guard)
+        full_leaves = [l for l in w.leaves if index[l].numel == domain]
+        if cfg.prefetch and full_leaves:
+            em.emit(f"const int pf = stitch_nsm() * {rows_per_block};  // rows one wave ahead")
+            em.emit(f"if (row + pf < {rows}LL) {{")
+            for leaf in full_leaves:
+                for k in range(items):
+                    em.emit(f"  stitch_prefetch_l2({w.param_of[leaf]} + c{k} + (long long)pf * {row_len}LL);")
+            em.emit("}")
 
     # Passes: reductions that do not depend on one another share a pass (one loop over a streamed
     # row, one barrier); a mean and the variance around it share one as well.
