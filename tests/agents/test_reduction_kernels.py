@@ -103,7 +103,7 @@ def test_forced_row_configs_compile(tmp_path):
     C = kernels.RowConfig
     cases = {"norm_bias_residual_layernorm_bf16": [C(128, 256, False), C(512, 512, False), C(256, 256, True)],
              "red_softmax_causal_fp32": [C(32, 128, False), C(64, 256, False)],
-             "red_logsumexp_bf16": [C(1024, 1024, True)]}
+             "red_logsumexp_bf16": [C(1024, 1024, True), C(512, 512, False, prefetch=True)]}
     default = kernels.row_config
     try:
         for name, configs in cases.items():
