@@ -207,8 +207,10 @@ def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str) -> Kerne
     identity = [index[l].dtype for l in w.leaves if index[l].numel == domain] + [o.dtype for o in outs]
     w.vec = _vec_for(identity, domain)
     nchunk = domain // w.vec
-    per_thread_target = 4
-    unroll = per_thread_target if nchunk >= 132 * THREADS * 4 else (2 if nchunk >= 132 * THREADS * 2 else 1)
+    # Two chunks per thread, a grid that covers the domain (no clamp to a few waves), and registers
+    # capped for 6 resident blocks per SM: within 2 % of the best of the shapes measured on an H100
+    # for every pointwise bench task, and up to 21 % faster than 4 chunks on a 1056-block grid.
+    unroll = 2 if nchunk >= 132 * THREADS * 2 else 1
     w.em.vector_hint = w.hint
     w.em.indent = "    "
     body_stores: list[str] = []
@@ -223,9 +225,9 @@ def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str) -> Kerne
     for k, prefix in enumerate(prefixes):
         body_stores += w.store(k, prefix, "" if k == 0 else f"ok{k}")
     body = w.em.lines + ["    " + l for l in body_stores]
-    grid = max(1, min(math.ceil(nchunk / (THREADS * unroll)), 132 * 8))
+    grid = max(1, math.ceil(nchunk / (THREADS * unroll)))
     src = PREAMBLE + f"""
-extern "C" __global__ void __launch_bounds__({THREADS}) {name}({w.signature()}) {{
+extern "C" __global__ void __launch_bounds__({THREADS}, 6) {name}({w.signature()}) {{
   const long long T = (long long)gridDim.x * blockDim.x;
   for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < {nchunk}LL; q += T * {unroll}LL) {{
 {chr(10).join(body)}
