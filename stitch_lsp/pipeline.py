@@ -79,6 +79,21 @@ class Candidate:
     coder: str = "template"  # template | llm
     notes: list[str] = field(factory=list)
     uncovered_ops: list[str] = field(factory=list)  # left as PyTorch, by design
+    # Ops fused into a library call instead of a kernel (a GEMM's activation in cuBLASLt's epilogue).
+    library_fusions: list[str] = field(factory=list)
+
+    @property
+    def fuses_anything(self) -> bool:
+        return bool(self.cuda_sources or self.library_fusions)
+
+    def fused_what(self) -> str:
+        """What the candidate fuses, for a message: "2 kernels", "1 kernel + a cuBLASLt epilogue"."""
+        n = len(self.cuda_sources)
+        parts = [f"{n} kernel{'s' if n != 1 else ''}"] if n else []
+        if self.library_fusions:
+            k = len(self.library_fusions)
+            parts.append("a cuBLASLt epilogue" if k == 1 else f"{k} cuBLASLt epilogues")
+        return " + ".join(parts) or "nothing"
 
     def key(self) -> str:
         h = hashlib.sha256(self.module_source.encode())

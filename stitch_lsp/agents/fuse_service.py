@@ -160,13 +160,13 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     for name, text in candidate.cuda_sources.items():
         (outdir / name).write_text(text, encoding="utf-8")
     (outdir / "candidate.json").write_text(to_json(candidate, indent=1), encoding="utf-8")
-    if not candidate.cuda_sources:
+    if not candidate.fuses_anything:
         outcome.message = ("Nothing to fuse: " + "; ".join(candidate.notes or candidate.uncovered_ops)
                            if (candidate.notes or candidate.uncovered_ops) else "Nothing to fuse")
         return outcome
 
     if verifier is None:
-        outcome.message = f"Generated {len(candidate.cuda_sources)} kernel(s) in {outdir}; not verified"
+        outcome.message = f"Generated {candidate.fused_what()} in {outdir}; not verified"
         return outcome
     cancel.raise_if_cancelled()
     if refined is not None and refined.verdict is not None:
@@ -191,7 +191,7 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         if refined is not None:
             outcome.message += f". {refined.message}"
         return outcome
-    outcome.message = f"Fused {len(candidate.cuda_sources)} kernel(s): " + (_speedups(verdict) or verdict.summary)
+    outcome.message = f"Fused {candidate.fused_what()}: " + (_speedups(verdict) or verdict.summary)
     if refined is not None:
         outcome.message += f". {refined.message}"
     if task.origin_path and edit_namer is not None:

@@ -80,7 +80,7 @@ class AutoCoder:
             template, template_verdict, reasons = None, None, [f"it could not start: {err}"]
         else:
             template_verdict = None
-        if template is not None and not template.cuda_sources:
+        if template is not None and not template.fuses_anything:
             why = "; ".join(template.notes or template.uncovered_ops) or "nothing it can lower"
             template, reasons = None, [f"it generated no kernel ({why})"]
         elif template is not None:

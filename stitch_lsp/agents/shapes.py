@@ -33,6 +33,7 @@ class ShapeResult:
     values: dict[str, str] = field(factory=dict)  # __init__ arguments / scalars: name -> Python literal
     sources: dict[str, str] = field(factory=dict)  # name -> where it came from
     missing: list[str] = field(factory=list)
+    problems: list[str] = field(factory=list)  # what a source got wrong (a `# stitch:` size it cannot read)
 
     @property
     def complete(self) -> bool:
@@ -57,7 +58,17 @@ def parse_spec(text: str) -> TensorSpec:
 
 def comment_entries(lines: list[str], start_line: int) -> tuple[dict[str, TensorSpec], dict[str, str], int | None]:
     """The ``# stitch:`` comment lines right above ``start_line``: (specs, values, its line)."""
-    specs: dict[str, TensorSpec] = {}
+    specs, values, line_no, _ = read_comment(lines, start_line)
+    return specs, values, line_no
+
+
+def read_comment(lines: list[str], start_line: int) -> tuple[dict[str, TensorSpec], dict[str, str], int | None, list[str]]:
+    """(specs, values, the comment's line, problems) of the ``# stitch:`` lines right above ``start_line``.
+
+    A dimension may be a name the comment defines (``B=8, x=[B,1024]``); one it does
+    not define is a problem, reported rather than guessed.
+    """
+    entries: list[tuple[str, str, str]] = []
     values: dict[str, str] = {}
     line_no = None
     i = start_line - 1
@@ -67,11 +78,55 @@ def comment_entries(lines: list[str], start_line: int) -> tuple[dict[str, Tensor
             line_no = i
             for name, dims, dtype in _ENTRY.findall(m.group(1)):
                 if dims.startswith(("[", "(")):
-                    specs[name] = TensorSpec(parse_dims(dims), DTYPES.get((dtype or "float32").lower(), "float32"))
+                    entries.append((name, dims, dtype))
                 else:
                     values[name] = dims
         i -= 1
-    return specs, values, line_no
+    specs: dict[str, TensorSpec] = {}
+    problems: list[str] = []
+    for name, dims, dtype in entries:
+        sizes: list[int] = []
+        for token in (t for t in re.split(r"[,\s]+", dims.strip("[]() ")) if t):
+            if re.fullmatch(r"\d+([x×]\d+)*", token):
+                sizes += [int(p) for p in re.split(r"[x×]", token)]
+            elif (size := _size(token, values)) is not None:
+                sizes.append(size)
+            else:
+                undefined = [w for w in re.findall(r"[A-Za-z_]\w*", token) if w not in values]
+                problems.append(f"`# stitch:` {name}={dims}: {token!r} is not a size"
+                                + (f" (add {undefined[0]}=<size> to the comment)" if undefined else ""))
+                break
+        else:
+            specs[name] = TensorSpec(tuple(sizes), DTYPES.get((dtype or "float32").lower(), "float32"))
+    return specs, values, line_no, problems
+
+
+def int_value(node: ast.AST, env: dict[str, int]) -> int | None:
+    """An integer expression of names and ``+ - * //`` (``dim*4``), or None."""
+    if isinstance(node, ast.Expression):
+        node = node.body
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env.get(node.id)
+    if isinstance(node, ast.BinOp):
+        a, b = int_value(node.left, env), int_value(node.right, env)
+        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__}
+        fn = ops.get(type(node.op))
+        if a is None or b is None or fn is None or (b == 0 and isinstance(node.op, ast.FloorDiv)):
+            return None
+        return fn(a, b)
+    return None
+
+
+def _size(token: str, values: dict[str, str]) -> int | None:
+    """A dimension of a ``# stitch:`` shape written as a name or expression the comment defines."""
+    env = {k: int(v) for k, v in values.items() if re.fullmatch(r"\d+", v)}
+    try:
+        size = int_value(ast.parse(token, mode="eval"), env)
+    except SyntaxError:
+        return None
+    return size if size is not None and size > 0 else None
 
 
 def _eval(node: ast.AST, env: dict[str, object]):
@@ -207,7 +262,7 @@ def resolve(region: Region, source: str, shapes_setting: dict[str, str] | None =
             if value:
                 out.values[name] = value
                 out.sources[name] = "get_init_inputs"
-    cspecs, cvalues, _ = comment_entries(lines, region.range.start.line)
+    cspecs, cvalues, _, out.problems = read_comment(lines, region.range.start.line)
     for name, spec in cspecs.items():
         if name not in out.specs:
             out.specs[name] = spec
@@ -238,14 +293,20 @@ def resolve(region: Region, source: str, shapes_setting: dict[str, str] | None =
 
 
 def comment_template(region: Region, known: ShapeResult | None = None) -> str:
-    """A filled-in ``# stitch:`` line for the quick fix (known shapes filled, the rest as placeholders)."""
-    parts = []
+    """A ``# stitch:`` line for the quick fix: known shapes as they are, the rest consistent with the selection.
+
+    Sizes no source gives are named dimensions with a default (``B=8, D=1024,
+    x=[B,D] float32, w=[D,N] float32``) so the line parses as inserted and the
+    user changes each size in one place; see ``shape_template``.
+    """
+    from stitch_lsp.agents.shape_template import template_shapes
+
+    given = {n: (s.shape, s.dtype) for n, s in (known.specs.items() if known else [])}
+    symbols, shapes = template_shapes(region, given, known.values if known else None)
+    parts = [f"{name}={size}" for name, size in symbols.items()]
     for name in region.inputs:
-        spec = known.specs.get(name) if known else None
-        if spec is not None:
-            parts.append(f"{name}=[{','.join(str(d) for d in spec.shape)}] {spec.dtype}")
-        else:
-            parts.append(f"{name}=[8,1024] float32")
+        shape, dtype = shapes[name]
+        parts.append(f"{name}=[{','.join(str(d) for d in shape)}] {dtype}")
     return f"{region.indent}# stitch: " + ", ".join(parts)
 
 

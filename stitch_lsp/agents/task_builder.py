@@ -8,6 +8,7 @@ file is ``norm.weight`` in the Task.
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 
@@ -15,7 +16,6 @@ from stitch_lsp.agents.shapes import ShapeResult
 from stitch_lsp.analysis.python_region import Region
 from stitch_lsp.pipeline import Task
 
-_KEEP_IMPORTS = re.compile(r"^\s*(import|from)\s+(torch|math|numpy|einops)\b")
 
 
 class TaskError(Exception):
@@ -26,20 +26,50 @@ def _names_in(text: str) -> set[str]:
     return set(re.findall(r"\b[A-Za-z_]\w*\b", text))
 
 
+def _bound_names(statement: str) -> list[str]:
+    """The names an import statement binds (``import torch.nn.functional as F`` binds F, not torch)."""
+    try:
+        tree = ast.parse(textwrap.dedent(statement))
+    except SyntaxError:
+        return []
+    out: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out += [a.asname or a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level or node.module == "__future__":
+                continue  # a relative import cannot resolve from .stitch/tasks/
+            out += [a.asname or a.name for a in node.names if a.name != "*"]
+    return out
+
+
+def task_imports(import_lines: list[str], used: set[str]) -> list[str]:
+    """The user's imports the Task needs: those that bind a name it uses, then ``import torch``.
+
+    Chosen by the names each statement binds, never by its text: ``import
+    torch.nn.functional as F`` binds ``F`` only, so a Task whose class derives
+    from ``torch.nn.Module`` still needs ``import torch``.
+    """
+    kept = [textwrap.dedent(line) for line in import_lines if set(_bound_names(line)) & used]
+    if "torch" not in {n for line in kept for n in _bound_names(line)}:
+        kept.insert(0, "import torch")
+    return kept
+
+
 def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
     if region.problems:
         raise TaskError("; ".join(region.problems))
+    if shapes.problems:
+        raise TaskError("; ".join(shapes.problems))
     if shapes.missing:
         raise TaskError("no shapes for " + ", ".join(shapes.missing)
                         + ": add a `# stitch: name=[dims] dtype` comment above the selection, a get_inputs() "
                           "to the file, or stitch.shapes in the settings")
-    imports = [line for line in region.imports if _KEEP_IMPORTS.match(line)]
-    if not any("torch.nn" in line or "from torch import nn" in line for line in imports):
-        imports.append("import torch.nn as nn")
-    if not any(re.match(r"\s*import torch\s*$", line) for line in imports):
-        imports.insert(0, "import torch")
-    init_lines = []
+    # __init__'s own locals first (``inner = hidden * 4``): the re-created attributes may use them.
+    init_lines = [textwrap.dedent(text) for text in region.init_locals.values()]
     needed_names: set[str] = set()
+    for text in region.init_locals.values():
+        needed_names |= _names_in(text)
     for need in region.self_needs:
         if need.kind == "buffer":
             init_lines.append(f"self.register_buffer({need.name!r}, {need.init_source})")
@@ -52,6 +82,8 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
     constants = []
     for cname, text in region.module_names.items():
         constants.append(text)
+        needed_names |= _names_in(text)
+    imports = task_imports(region.imports, needed_names)
     init_param_names = [p for p, _ in region.init_params]
     values = []
     for pname in init_param_names:
@@ -85,7 +117,8 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
         *values,
         "",
         "",
-        "class Model(nn.Module):",
+        # torch.nn.Module, not nn.Module: the user's file need not bind `nn`.
+        "class Model(torch.nn.Module):",
         "    def __init__(self):",
         textwrap.indent(init_block, " " * 8),
         "",

@@ -8,6 +8,7 @@ terms, why a selection cannot be fused when it cannot (``problems``).
 from __future__ import annotations
 
 import builtins
+import re
 import textwrap
 from functools import lru_cache
 
@@ -24,6 +25,7 @@ _TENSOR_BUILTINS = {"float", "int", "min", "max", "abs", "len", "tuple", "list",
 _CONTROL = {"if_statement", "for_statement", "while_statement", "try_statement", "with_statement",
             "match_statement"}
 _ARITH = {"+", "-", "*", "/", "@", "**", "//", "%"}
+_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
 @lru_cache(maxsize=1)
@@ -59,6 +61,8 @@ class Region:
     module_names: dict[str, str] = field(factory=dict)  # module-level constants used: name -> source
     imports: list[str] = field(factory=list)  # the file's top-level import statements
     init_params: list[tuple[str, str | None]] = field(factory=list)  # __init__ params and their defaults
+    # ``name = expr`` statements of __init__ (``inner = dim * 4``) that re-created attributes may use.
+    init_locals: dict[str, str] = field(factory=dict)
     problems: list[str] = field(factory=list)
 
     @property
@@ -176,9 +180,10 @@ def _module_facts(root: ts.Node, src: bytes) -> tuple[set[str], dict[str, str], 
     return imports, constants, defined, import_lines
 
 
-def _init_facts(cls: ts.Node, src: bytes) -> tuple[dict[str, SelfNeed], list[tuple[str, str | None]]]:
+def _init_facts(cls: ts.Node, src: bytes) -> tuple[dict[str, SelfNeed], list[tuple[str, str | None]], dict[str, str]]:
     needs: dict[str, SelfNeed] = {}
     params: list[tuple[str, str | None]] = []
+    local_values: dict[str, str] = {}
     body = cls.child_by_field_name("body")
     for item in body.named_children if body is not None else []:
         fn = item.child_by_field_name("definition") if item.type == "decorated_definition" else item
@@ -192,6 +197,11 @@ def _init_facts(cls: ts.Node, src: bytes) -> tuple[dict[str, SelfNeed], list[tup
             elif p.type == "typed_parameter":
                 params.append((_text(src, p.named_children[0]), None))
         params = [p for p in params if p[0] != "self"]
+        for stmt in fn.child_by_field_name("body").named_children:
+            a = stmt.named_children[0] if stmt.type == "expression_statement" and stmt.named_children else None
+            if a is not None and a.type == "assignment" and a.child_by_field_name("left").type == "identifier" \
+                    and a.child_by_field_name("right") is not None:
+                local_values[_text(src, a.child_by_field_name("left"))] = _text(src, a)
         for n in _walk(fn.child_by_field_name("body")):
             if n.type == "assignment":
                 left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
@@ -213,7 +223,28 @@ def _init_facts(cls: ts.Node, src: bytes) -> tuple[dict[str, SelfNeed], list[tup
                     if len(args) >= 2 and args[0].type == "string":
                         name = _text(src, args[0]).strip("\"'")
                         needs[name] = SelfNeed(name, "buffer", _text(src, args[1]), n.start_point[0])
-    return needs, params
+    return needs, params, local_values
+
+
+def _local_imports(func: ts.Node, before_line: int, src: bytes) -> list[str]:
+    """Import statements at the top level of ``func``'s body above the selection (``import torch.nn.functional as F``)."""
+    body = func.child_by_field_name("body")
+    return [_text(src, s) for s in (body.named_children if body is not None else [])
+            if s.type in ("import_statement", "import_from_statement") and s.end_point[0] < before_line]
+
+
+def _import_names(stmt_text: str) -> set[str]:
+    """Names bound by one import statement's text."""
+    root = _parser().parse(stmt_text.encode("utf-8")).root_node
+    src = stmt_text.encode("utf-8")
+    names: set[str] = set()
+    for stmt in root.named_children:
+        for n in stmt.named_children:
+            if n.type == "aliased_import":
+                names.add(_text(src, n.child_by_field_name("alias")))
+            elif n.type == "dotted_name" and not (stmt.type == "import_from_statement" and n == stmt.child_by_field_name("module_name")):
+                names.add(_text(src, n).split(".")[0] if stmt.type == "import_statement" else _text(src, n).split(".")[-1])
+    return names
 
 
 def extract_region(source: str, start_line: int, end_line: int, path: str = "") -> Region:
@@ -273,8 +304,11 @@ def extract_region(source: str, start_line: int, end_line: int, path: str = "") 
     first, last = selected[0].start_point[0], selected[-1].end_point[0]
     region.body = textwrap.dedent("\n".join(lines[first:last + 1]))
     imports, constants, defined, import_lines = _module_facts(root, src)
-    region.imports = import_lines
-    init_needs, init_params = _init_facts(cls, src) if cls is not None else ({}, [])
+    local_imports = _local_imports(func, first, src)
+    for line in local_imports:
+        imports |= _import_names(line)
+    region.imports = import_lines + local_imports
+    init_needs, init_params, init_locals = _init_facts(cls, src) if cls is not None else ({}, [], {})
     region.init_params = init_params
     # Data flow.
     assigned: set[str] = set()
@@ -365,10 +399,21 @@ def extract_region(source: str, start_line: int, end_line: int, path: str = "") 
         region.self_needs.append(need if need is not None else SelfNeed(name, "unknown"))
         if need is None:
             region.problems.append(f"self.{name} is not set in __init__; Stitch cannot re-create it")
-    for need in region.self_needs:
-        for word in set(__import__("re").findall(r"\b[A-Za-z_]\w*\b", need.init_source)):
-            if word in constants and word not in region.module_names:
-                region.module_names[word] = constants[word]
+    # What re-creating the used attributes needs: __init__'s locals and module constants, transitively.
+    wanted = set(region.module_names)
+    pending = [need.init_source for need in region.self_needs] + list(region.module_names.values())
+    param_names = {p for p, _ in init_params}
+    while pending:
+        for word in set(_WORD.findall(pending.pop())):
+            if word in init_locals and word not in region.init_locals and word not in param_names:
+                region.init_locals[word] = init_locals[word]
+                pending.append(init_locals[word])
+            elif word in constants and word not in wanted and word not in param_names:
+                wanted.add(word)
+                pending.append(constants[word])
+    # In file order: a constant may be defined from an earlier one.
+    region.module_names = {k: v for k, v in constants.items() if k in wanted}
+    region.init_locals = {k: v for k, v in init_locals.items() if k in region.init_locals}
     if not region.ops and not region.problems:
         region.problems.append("the selection has no tensor ops")
     if not region.returns and not region.outputs and not region.problems:

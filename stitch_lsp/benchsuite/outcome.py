@@ -124,7 +124,7 @@ def to_result(
             result.status = ERROR
         elif candidate is None:  # the Coder failed or is unavailable (no API key, ...)
             result.status = CODER_ERROR
-        elif not candidate.cuda_sources:  # the Coder wrote no kernel: outside what it handles
+        elif not candidate.fuses_anything:  # the Coder wrote no kernel: outside what it handles
             result.status = NOT_COVERED
         else:
             result.status = ERROR  # a kernel was written but never verified

@@ -547,6 +547,9 @@ class Kernel:
         self.attributes = {key: self._attribute(code) for key, code in _ATTR.items()}
         self.params = kernel_params(source, name)
         self._dynamic_shared = 0
+        self._slots = None  # launch_pointers' argument storage, made on first use
+        self._argv = None
+        self._lock = threading.Lock()
 
     def _attribute(self, code: int) -> int:
         value = ctypes.c_int()
@@ -606,6 +609,36 @@ class Kernel:
                                    array, None),
             f"launching {self.name}",
         )
+
+    def launch_pointers(self, grid: tuple[int, int, int], block: tuple[int, int, int], pointers: Sequence[int]) -> None:
+        """A launch whose arguments are all device pointers (as ints), on the current stream.
+
+        The hot path of a fused module: the module makes one checked ``__call__`` per argument
+        signature (devices, dtypes, counts) and then launches this way, writing the pointers into
+        slots allocated once instead of marshalling every argument on every call.
+        """
+        slots = self._slots
+        if slots is None:
+            n = len(self.params or ())
+            if self.params is None or any(p.kind != "pointer" for p in self.params):
+                raise TypeError(f"{self.name}: launch_pointers needs a kernel whose parameters are all pointers")
+            slots = (ctypes.c_void_p * max(n, 1))()
+            base, size = ctypes.addressof(slots), ctypes.sizeof(ctypes.c_void_p)
+            self._argv = (ctypes.c_void_p * max(n, 1))(*[base + i * size for i in range(max(n, 1))])
+            self._slots = slots
+        if len(pointers) != len(self.params):
+            raise TypeError(f"{self.name} takes {len(self.params)} arguments, got {len(pointers)}")
+        handle = _current_stream_handle(self.device)
+        if _LAUNCH_OBSERVERS:
+            for observer in list(_LAUNCH_OBSERVERS):
+                observer(self.name, handle)
+        # The driver copies the arguments at launch: the lock only keeps two threads' pointers apart.
+        with self._lock:
+            for i, ptr in enumerate(pointers):
+                slots[i] = ptr
+            _check_cu(_cuda().cuLaunchKernel(self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                             0, ctypes.c_void_p(handle), self._argv, None),
+                      f"launching {self.name}")
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name} regs={self.attributes['registers']} file={self.filename}>"

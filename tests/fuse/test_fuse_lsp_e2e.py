@@ -130,9 +130,45 @@ async def test_missing_shapes_offer_a_comment_quick_fix(tmp_path):
         fix = next(a for a in actions if a.title.startswith("Stitch: add a shape comment"))
         assert "y" in fix.title
         (edit,) = fix.edit.changes[uri]
-        assert edit.new_text.strip().startswith("# stitch: y=[")
+        assert edit.new_text.strip().startswith("# stitch: ") and "y=[" in edit.new_text
         disabled = next(a for a in actions if a.title.startswith("Stitch: fuse"))
         assert disabled.disabled is not None and "no shapes for y" in disabled.disabled.reason, titles
+
+
+MATMUL_FILE = """import torch
+import torch.nn.functional as F
+
+
+def block(x, w, b, scale):
+    # stitch: x=[8,1024] float32
+    y = F.gelu(x @ w + b) * scale
+    return y
+"""
+
+
+async def test_shape_comment_quick_fix_is_consistent_with_the_matmul_and_makes_the_action_runnable(tmp_path):
+    """The inserted template never proposes w=[8,1024] for x=[8,1024] @ w; once inserted, fusing is offered."""
+    src = tmp_path / "model.py"
+    src.write_text(MATMUL_FILE)
+    line = _line(MATMUL_FILE, "y = F.gelu")
+    async with running_server(tmp_path, capabilities=pull_capabilities(),
+                              initialization_options={"trusted": True}) as client:
+        uri = await _open(client, src)
+        actions = await _actions(client, uri, line, line)
+        fix = next(a for a in actions if a.title.startswith("Stitch: add a shape comment"))
+        (edit,) = fix.edit.changes[uri]
+        comment = edit.new_text.strip()
+        assert "x=[8,1024] float32" in comment  # what the user gave is kept
+        assert "w=[1024," in comment and "w=[8," not in comment, comment  # w's first dim is x's last
+        n = comment.split("w=[1024,")[1].split("]")[0]
+        assert f"b=[{n}]" in comment and f"scale=[{n}]" in comment, comment
+        new_text = MATMUL_FILE.replace("    y = F.gelu", edit.new_text + "    y = F.gelu")
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=new_text)]))
+        actions = await _actions(client, uri, line + 1, line + 1)
+        runnable = [a for a in actions if a.title.startswith("Stitch: fuse") and a.command is not None]
+        assert runnable and not any(a.disabled for a in actions), [(a.title, a.disabled) for a in actions]
 
 
 async def test_untrusted_workspace_refuses_to_run(tmp_path):

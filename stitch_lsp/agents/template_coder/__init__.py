@@ -30,6 +30,7 @@ class TemplateCoder:
             coder="template",
             notes=program.notes,
             uncovered_ops=program.uncovered_ops,
+            library_fusions=list(program.library_fusions),
         )
 
 

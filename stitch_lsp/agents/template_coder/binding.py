@@ -28,7 +28,8 @@ _PROGRAMS = {}
 
 
 def _signature(tensors):
-    return tuple((tuple(t.shape), str(t.dtype).replace("torch.", "")) for t in tensors)
+    # Hashable as they come (no string building): this runs on every call.
+    return tuple((t.shape, t.dtype, t.device) for t in tensors)
 
 
 def _program_for(tensors):
@@ -36,11 +37,15 @@ def _program_for(tensors):
     prog = _PROGRAMS.get(sig)
     if prog is not None:
         return prog
+    for t in tensors:
+        if not t.is_cuda:
+            raise ValueError(f"the fused kernel runs on CUDA tensors, got one on {t.device}")
+    named = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in tensors]
     baked = _BAKED
-    if [[list(s), d] for s, d in sig] == baked["checks"]:
-        prog = baked
+    if named == baked["checks"]:
+        data = baked
     else:
-        for (shape, dtype), (want_shape, want_dtype) in zip(sig, baked["checks"]):
+        for (shape, dtype), (want_shape, want_dtype) in zip(named, baked["checks"]):
             if dtype != want_dtype:
                 raise ValueError(f"the fused kernel takes {want_dtype} here, got {dtype}; fuse again for {dtype}")
         try:
@@ -48,10 +53,10 @@ def _program_for(tensors):
         except ImportError:
             raise ValueError(
                 f"this fused kernel was generated for shapes {[c[0] for c in baked['checks']]}; "
-                f"got {[list(s) for s, _ in sig]}. Install Stitch to re-generate it for new shapes, "
+                f"got {[s for s, _ in named]}. Install Stitch to re-generate it for new shapes, "
                 "or fuse again") from None
-        prog = program_for(_GRAPH, [s for s, _ in sig])
-    _PROGRAMS[sig] = prog
+        data = program_for(_GRAPH, [s for s, _ in named])
+    prog = _PROGRAMS[sig] = _Prepared(data)
     return prog
 
 
@@ -77,35 +82,63 @@ def _ready(t):
     return t
 
 
-def _run(prog, tensors):
-    for t in tensors:
-        if not t.is_cuda:
-            raise ValueError(f"the fused kernel runs on CUDA tensors, got one on {t.device}")
-    device = tensors[0].device
-    env = dict(zip(prog["inputs"], tensors))
-    for step in prog["steps"]:
-        name = step.get("kernel")
-        if name is None:
-            op = step["op"]
-            if op == "getitem":
-                env[step["name"]] = env[step["args"][0]["$"]][step["args"][1]]
+class _Prepared:
+    \"\"\"A program resolved once per input signature: ops looked up, output specs built, kernels loaded.
+
+    Each kernel's first launch goes through the loader's checked call (devices, dtypes, argument
+    count); the signature fixes all three, so later launches pass bare pointers.
+    \"\"\"
+
+    def __init__(self, data):
+        self.inputs = data["inputs"]
+        self.outputs = data["outputs"]
+        self.tuple = data["tuple"]
+        self.steps = []
+        for step in data["steps"]:
+            name = step.get("kernel")
+            if name is None:
+                op = step["op"]
+                if op == "getitem":
+                    self.steps.append(["getitem", step["name"], step["args"][0]["$"], step["args"][1]])
+                    continue
+                fn = torch.ops
+                for part in op.split("."):
+                    fn = getattr(fn, part)
+                self.steps.append(["op", step["name"], fn, step["args"], step["kwargs"]])
                 continue
-            fn = torch.ops
-            for part in op.split("."):
-                fn = getattr(fn, part)
-            env[step["name"]] = fn(*_value(step["args"], env, device), **_value(step["kwargs"], env, device))
-            continue
-        source = prog["sources"][name]
-        kernel = _KERNELS.get(source)
-        if kernel is None:
-            kernel = _KERNELS[source] = load_kernel(source, name)
-        args = [_ready(env[a]) for a in step["args"]]
-        for out, shape, dtype in step["outputs"]:
-            env[out] = torch.empty(shape, dtype=getattr(torch, dtype), device=device)
-            args.append(env[out])
-        kernel((step["grid"], 1, 1), (step["block"], 1, 1), args)
-    outs = [env[o] for o in prog["outputs"]]
-    return tuple(outs) if prog["tuple"] else outs[0]
+            outs = [(o, tuple(shape), getattr(torch, dtype)) for o, shape, dtype in step["outputs"]]
+            self.steps.append(["kernel", name, data["sources"][name], step["args"], outs,
+                               (step["grid"], 1, 1), (step["block"], 1, 1), None])
+
+    def __call__(self, tensors):
+        device = tensors[0].device
+        env = dict(zip(self.inputs, tensors))
+        for step in self.steps:
+            kind = step[0]
+            if kind == "kernel":
+                _, name, source, arg_names, outs, grid, block, kernel = step
+                args = [_ready(env[a]) for a in arg_names]
+                for out, shape, dtype in outs:
+                    t = env[out] = torch.empty(shape, dtype=dtype, device=device)
+                    args.append(t)
+                if kernel is not None:
+                    kernel.launch_pointers(grid, block, [t.data_ptr() for t in args])
+                    continue
+                kernel = _KERNELS.get(source)
+                if kernel is None:
+                    kernel = _KERNELS[source] = load_kernel(source, name)
+                kernel(grid, block, args)
+                step[7] = kernel
+            elif kind == "op":
+                env[step[1]] = step[2](*_value(step[3], env, device), **_value(step[4], env, device))
+            else:
+                env[step[1]] = env[step[2]][step[3]]
+        outs = [env[o] for o in self.outputs]
+        return tuple(outs) if self.tuple else outs[0]
+
+
+def _run(prog, tensors):
+    return prog(tensors)
 '''
 
 
@@ -133,7 +166,9 @@ def candidate_module(task: Task, program: LoweredProgram, loader_import: str = L
     args = ", ".join(f"x{i.index}" for i in forward_inputs)
     call_args = []
     for i in graph.inputs:
-        if i.role == "param":
+        if i.role in ("param", "buffer") and all(p.isidentifier() for p in i.path.split(".")):
+            call_args.append(f"self.{i.path}")  # attribute access: get_parameter parses the path every call
+        elif i.role == "param":
             call_args.append(f"self.get_parameter({i.path!r})")
         elif i.role == "buffer":
             call_args.append(f"self.get_buffer({i.path!r})")

@@ -8,6 +8,7 @@ from stitch_lsp.agents import op_table
 from stitch_lsp.agents.fusion import Group, split
 from stitch_lsp.agents.template_coder.emitter import Unsupported
 from stitch_lsp.agents.template_coder.kernels import KernelSpec, col_kernel, pointwise_kernel, row_kernel
+from stitch_lsp.agents.template_coder.library_epilogue import fold_library_epilogues
 from stitch_lsp.op_graph import OpGraph
 
 
@@ -29,12 +30,14 @@ class LoweredProgram:
     kernels: list[KernelSpec] = field(factory=list)
     uncovered_ops: list[str] = field(factory=list)
     notes: list[str] = field(factory=list)
+    library_fusions: list[str] = field(factory=list)  # ops folded into a library call's epilogue
 
 
 def lower(graph: OpGraph) -> LoweredProgram:
+    graph, folded = fold_library_epilogues(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups)
+    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded)
     for group in groups:
         if group.kind in ("pointwise", "row_reduction", "col_reduction") and not group.outputs:
             continue  # computes nothing anyone reads

@@ -91,8 +91,9 @@ class Fuser:
             )
             disabled = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.RefactorRewrite,
                                       disabled=lsp.CodeActionDisabled(
-                                          reason="no shapes for " + ", ".join(shapes.missing)
-                                          + ": add a `# stitch: name=[dims] dtype` comment above the selection"))
+                                          reason="; ".join(shapes.problems) or (
+                                              "no shapes for " + ", ".join(shapes.missing)
+                                              + ": add a `# stitch: name=[dims] dtype` comment above the selection")))
             return [fix, disabled]
         actions = [lsp.CodeAction(
             title=title, kind=lsp.CodeActionKind.RefactorRewrite,
