@@ -360,7 +360,7 @@ class Emitter:
                 perm = [p % rank for p in args[1]]
             c = coords(ix, node.shape)
             sstr = contiguous_strides(src.shape)
-            return self._as_var(linear([(c[d], sstr[perm[d]]) for d in range(rank)]))
+            return self.value(src_name, self._as_var(linear([(c[d], sstr[perm[d]]) for d in range(rank)])))
         if op == "aten.slice.Tensor":
             rank = len(src.shape)
             dim = (args[1] if len(args) > 1 else 0) % rank
