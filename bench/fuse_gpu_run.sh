@@ -5,7 +5,7 @@ set -u
 OUT=${OUT:-.}
 start=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-timeout "${SUITE_S:-205}" python3 bench/fuse_template_suite.py --out "$OUT" --budget-s "${SUITE_BUDGET_S:-175}" 2>&1 \
+timeout "${SUITE_S:-235}" python3 bench/fuse_template_suite.py --out "$OUT" --budget-s "${SUITE_BUDGET_S:-160}" 2>&1 \
   | grep -v Warning > "$OUT/suite_log.txt"
 left=$(( ${TOTAL_S:-285} - ($(date +%s) - start) ))
 if [ "$left" -gt 40 ]; then

@@ -1,6 +1,7 @@
 """The template Coder on every bench task, on a GPU: correct? how fast vs eager and torch.compile?
 
-    python bench/fuse_template_suite.py [--out DIR] [--tasks GLOB] [--budget-s 260] [--verifier N]
+    python bench/fuse_template_suite.py [--out DIR] [--tasks GLOB] [--budget-s 260] [--edit-check-s 45]
+    python bench/fuse_template_suite.py --self-test   # the edit-check harness, on CPU
 
 For each task: trace → plan → generate (in this process), then check the candidate
 against the reference (3 seeds, plus the task's sizes made odd, the Verifier's
@@ -8,8 +9,12 @@ second shape), and time eager / torch.compile (default mode) / candidate with CU
 events, L2 flushed before every iteration, medians of interleaved rounds. Measures
 the device-to-device copy bandwidth in the same run, and reports each memory-bound
 candidate's achieved bandwidth (the plan's fewest bytes / its time) against it.
-``--verifier N`` also runs the full Verifier (``stitch_lsp.verify``) on the first N
-tasks. Writes ``fuse_suite.json`` and ``fuse_suite.md`` under ``--out``.
+Then the edit check, for every task whose candidate was correct: the files accepting
+it would write (the kernel module and the copied runtime loader) are imported by a
+fresh interpreter that cannot import Stitch, and their results compared with the
+reference's (``edit_check`` in each row, ``edit_in_fresh_process`` in the summary).
+``--self-test`` checks that harness on CPU. Writes ``fuse_suite.json`` and
+``fuse_suite.md`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -129,51 +134,189 @@ def copy_bandwidth() -> float:
     return 2 * x.numel() * 4 / (t * 1e-3) / 1e9
 
 
-EDIT_CHECK = """
-import sys, torch
-sys.path[:] = [p for p in sys.path if 'stitch' not in p.lower() or p.endswith('ws')]
-import stitch_kernels.{module} as fused
-import reference
-assert 'stitch_lsp' not in sys.modules
-torch.manual_seed(0)
-model = reference.Model(*reference.get_init_inputs()).cuda()
-inputs = [x.cuda() for x in reference.get_inputs()]
-state = [model.get_parameter(p) if k == 'param' else model.get_buffer(p) for k, p in {state}]
-with torch.no_grad():
-    want = model(*inputs)
-    got = fused.{func}(*state, *inputs)
-torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
-assert 'stitch_lsp' not in sys.modules
-print('same results, stitch_lsp not imported')
+# The edit check runs here, in a fresh interpreter started with -I (no PYTHONPATH, no user site,
+# no script directory): it imports each accepted edit's module next to its copied loader, as the
+# user's program would, and saves the fused function's results and the reference's for the
+# suite's own compare(). One process for every task; a task that fails is reported and the next
+# one runs; a lost CUDA context (or a crash) ends the process and the parent starts another for
+# the tasks left.
+EDIT_CHILD = r"""
+import importlib, importlib.util, json, sys, traceback
+spec_path, ws, results = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, ws)
+assert importlib.util.find_spec("stitch_lsp") is None, "Stitch is importable in the edit check"
+import torch
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print(json.dumps({"ready": True}), flush=True)
+
+def cpu(v):
+    return [cpu(x) for x in v] if isinstance(v, (tuple, list)) else v.detach().cpu()
+
+for entry in json.load(open(spec_path)):
+    name = entry["task"]
+    try:
+        ns = {"__name__": "reference_" + name}
+        path = ws + "/references/" + name + ".py"
+        exec(compile(open(path).read(), path, "exec"), ns)
+        torch.manual_seed(0)
+        model = ns["Model"](*ns["get_init_inputs"]()).to(device)
+        inputs = [x.to(device) for x in ns["get_inputs"]()]
+        fused = getattr(importlib.import_module(entry["module"]), entry["func"])
+        args = [model.get_parameter(p) if role == "param" else model.get_buffer(p) if role == "buffer"
+                else inputs[i] for role, p, i in entry["args"]]
+        with torch.no_grad():
+            want = model(*inputs)
+            got = fused(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        leaked = [m for m in sys.modules if m.split(".")[0] == "stitch_lsp"]
+        if leaked:
+            raise ImportError("the edit imported " + leaked[0])
+        torch.save({"got": cpu(got), "want": cpu(want)}, results + "/" + name + ".pt")
+        print(json.dumps({"task": name, "ran": True}), flush=True)
+    except BaseException as exc:
+        message = (type(exc).__name__ + ": " + str(exc)).strip()[-400:]
+        print(json.dumps({"task": name, "ran": False, "error": message}), flush=True)
+        if "CUDA error" in message or "illegal" in message or "CUDA_ERROR" in message:
+            sys.exit(3)  # the CUDA context is lost: the parent restarts for the tasks left
 """
 
 
-def edit_check(out: Path, task_name: str = "norm_residual_rmsnorm_bf16") -> str:
-    """The files an accepted edit writes, run in a fresh process that cannot import Stitch."""
+def edit_entry(name: str, source: str, plan, ws: Path) -> dict:
+    """Write the files accepting ``name``'s fused kernel would write (under ``ws``); how to call it."""
     from stitch_lsp.agents.fuse_edit import edit_files, names_for
     from stitch_lsp.agents.fuse_service import FuseOutcome
     from stitch_lsp.settings import Settings
 
-    try:
-        source = (REPO / "bench" / "tasks" / f"{task_name}.py").read_text()
-        task = Task(name=task_name, source=source, origin_path="reference.py")
+    task = Task(name=name, source=source, origin_path=f"references/{name}.py")
+    module_path, func = names_for(task, Settings())
+    for rel, text in edit_files(FuseOutcome(task=task, plan=plan), Settings(), module_path, func).items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    (ws / "references").mkdir(parents=True, exist_ok=True)
+    (ws / "references" / f"{name}.py").write_text(source)
+    # The fused function's arguments, as the edit's call passes them (fuse_edit.call_arguments).
+    args = [(i.role, i.path, i.index) for i in plan.graph.inputs]
+    return {"task": name, "module": module_path.removesuffix(".py").replace("/", "."), "func": func, "args": args}
+
+
+def run_edit_checks(entries: list[dict], ws: Path, timeout_s: float = 60.0) -> dict[str, str]:
+    """Each entry's outcome: "passed", or "failed: why". Children are restarted past a lost context."""
+    results = ws / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    outcome: dict[str, str] = {}
+    deadline = time.time() + timeout_s
+    pending = list(entries)
+    while pending:
+        left = deadline - time.time()
+        if left <= 1:
+            for e in pending:
+                outcome[e["task"]] = "failed: not run (edit-check time budget)"
+            break
+        spec = ws / "pending.json"
+        spec.write_text(json.dumps(pending))
+        try:
+            run = subprocess.run([sys.executable, "-I", "-c", EDIT_CHILD, str(spec), str(ws), str(results)],
+                                 cwd=ws, env=env, capture_output=True, text=True, timeout=left)
+            stdout, tail = run.stdout, (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1]
+            code = run.returncode
+        except subprocess.TimeoutExpired as exc:
+            stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            tail, code = f"timed out after {left:.0f} s", None
+        reported, ready, fatal = {}, False, False
+        for line in stdout.splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            ready = ready or (isinstance(r, dict) and r.get("ready") is True)
+            if isinstance(r, dict) and "task" in r:
+                reported[r["task"]] = r
+                # Exit 3 right after a failure: that task lost the CUDA context; the rest never ran.
+                fatal = code == 3 and not r["ran"]
+        if not ready:  # the interpreter itself could not start the check: no task can run
+            for e in pending:
+                outcome[e["task"]] = f"failed: the edit-check process did not start ({tail[-300:]})"
+            break
+        for name, r in reported.items():
+            if not r["ran"]:
+                outcome[name] = "failed: " + r["error"]
+                continue
+            saved = torch.load(results / f"{name}.pt")
+            ok, err = compare(saved["got"], saved["want"], None)
+            outcome[name] = "passed" if ok else f"failed: results differ from the reference (err ratio {err:.3g})"
+        rest = [e for e in pending if e["task"] not in reported]
+        if rest and not fatal:
+            # The process ended (or hung) with no word on rest[0]: it crashed there.
+            outcome[rest[0]["task"]] = f"failed: the process died ({tail[-300:]})"
+            rest = rest[1:]
+        pending = rest
+    return outcome
+
+
+def edit_check_summary(outcomes: dict[str, str]) -> str:
+    passed = sum(1 for v in outcomes.values() if v == "passed")
+    return f"{passed}/{len(outcomes)} passed"
+
+
+def self_test() -> int:
+    """The edit check's own harness on CPU: real edit files of two tasks (their kernels need CUDA, so
+    on CPU they must fail with that message after importing without Stitch), and stand-in modules
+    that pass, give wrong results, crash the process, and fail to import."""
+    import shutil
+    import tempfile
+
+    ws = Path(tempfile.mkdtemp(prefix="stitch_edit_selftest_"))
+    entries = []
+    def small(name: str) -> str:  # the task at its CPU-test sizes (SMALL), set after its own
+        source = (REPO / "bench" / "tasks" / f"{name}.py").read_text()
+        sizes = getattr(load(source, "sizes_" + name), "SMALL", {})
+        return source + "".join(f"\n{k} = {v!r}" for k, v in sizes.items()) + "\n"
+
+    for name in ("pw_gelu_scale_fp32", "norm_rmsnorm_fp32"):
+        source = small(name)
         traced = trace_task(source)
-        plan = make_plan(task, traced.graph)
-        outcome = FuseOutcome(task=task, plan=plan)
-        module_path, func = names_for(task, Settings())
-        ws = Path("/tmp/stitch_edit_ws")
-        for rel, text in edit_files(outcome, Settings(), module_path, func).items():
-            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-            (ws / rel).write_text(text)
-        (ws / "reference.py").write_text(source)
-        state = [(i.role, i.path) for i in traced.graph.inputs if i.role != "input"]
-        script = EDIT_CHECK.format(module=Path(module_path).stem, func=func, state=state)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        run = subprocess.run([sys.executable, "-c", script], cwd=ws, env=env, capture_output=True, text=True,
-                             timeout=120)
-        return "passed" if run.returncode == 0 else "failed: " + (run.stdout + run.stderr)[-600:]
-    except Exception as exc:
-        return f"error: {type(exc).__name__}: {exc}"
+        assert traced.ok, traced.message
+        entries.append(edit_entry(name, source, make_plan(Task(name=name, source=source), traced.graph), ws))
+    ref = small("pw_gelu_scale_fp32")  # no parameters: the fused function takes forward's inputs
+    stand_ins = {
+        "right": "def f(*args):\n    return _model(*args)\n",
+        "wrong": "def f(*args):\n    return _model(*args) + 1.0\n",
+        "crash": "import os\ndef f(*args):\n    os._exit(7)\n",
+        "noimport": "import stitch_lsp\ndef f(*args):\n    pass\n",
+    }
+    traced = trace_task(ref)
+    for name, body in stand_ins.items():
+        (ws / "fake").mkdir(exist_ok=True)
+        (ws / "fake" / "__init__.py").write_text("")
+        # The stand-in computes the reference itself, with the task's own Model.
+        header = ("_ns = {}\nexec(open(%r).read(), _ns)\n"
+                  "def _model(*args):\n    return _ns['Model'](*_ns['get_init_inputs']())(*args)\n"
+                  ) % str(ws / "references" / f"{name}.py")
+        (ws / "fake" / f"{name}.py").write_text(header + body)
+        (ws / "references" / f"{name}.py").write_text(ref)
+        entries.append({"task": name, "module": f"fake.{name}", "func": "f",
+                        "args": [(i.role, i.path, i.index) for i in traced.graph.inputs]})
+    entries.append(dict(entries[-1], task="after_crash", module="fake.right"))
+    (ws / "references" / "after_crash.py").write_text(ref)
+    outcomes = run_edit_checks(entries, ws, timeout_s=240)
+    print(json.dumps(outcomes, indent=1))
+    expect = {"right": "passed", "after_crash": "passed"}
+    problems = [f"{k}: {outcomes.get(k)!r}" for k, v in expect.items() if outcomes.get(k) != v]
+    if not outcomes.get("wrong", "").startswith("failed: results differ"):
+        problems.append(f"wrong: {outcomes.get('wrong')!r}")
+    if "process died" not in outcomes.get("crash", ""):
+        problems.append(f"crash: {outcomes.get('crash')!r}")
+    if "ModuleNotFoundError" not in outcomes.get("noimport", ""):
+        problems.append(f"noimport: {outcomes.get('noimport')!r}")
+    for name in ("pw_gelu_scale_fp32", "norm_rmsnorm_fp32"):
+        want = "passed" if torch.cuda.is_available() else "CUDA tensors"
+        if want not in outcomes.get(name, ""):
+            problems.append(f"{name}: {outcomes.get(name)!r}")
+    shutil.rmtree(ws, ignore_errors=True)
+    print("self-test " + ("passed" if not problems else "FAILED: " + "; ".join(problems)))
+    return 0 if not problems else 1
 
 
 def main() -> int:
@@ -182,7 +325,13 @@ def main() -> int:
     ap.add_argument("--tasks", default=str(REPO / "bench" / "tasks" / "*.py"))
     ap.add_argument("--budget-s", type=float, default=260.0)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--edit-check-s", type=float, default=40.0,
+                    help="time for the edit check (every correct task's edit, in a fresh process)")
+    ap.add_argument("--self-test", action="store_true",
+                    help="check the edit-check harness (runs on CPU) and exit")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
     started = time.time()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -198,6 +347,7 @@ def main() -> int:
            "command": " ".join([Path(sys.executable).name] + sys.argv)}
     print(json.dumps(env), flush=True)
     rows = []
+    edits = []  # (row, source, plan) of each correct candidate, for the edit check
     for path in sorted(glob.glob(args.tasks), key=lambda p: (not Path(p).stem.startswith("red_"), p)):
         name = Path(path).stem
         if name.startswith("_"):
@@ -252,6 +402,8 @@ def main() -> int:
                     ref2 = model2 = None
                 inputs = draw(ref_mod, 5)
                 row["correct"] = all(checks)
+                if row["correct"]:
+                    edits.append((row, source, plan))
                 fns = {"eager": lambda: ref(*inputs), "candidate": lambda: model(*inputs)}
                 if not args.no_compile and time.time() - started < args.budget_s - 30:
                     compiled = torch.compile(ref)
@@ -270,8 +422,19 @@ def main() -> int:
             row["traceback"] = traceback.format_exc()[-1500:]
         print(json.dumps({k: v for k, v in row.items() if k != "traceback"}), flush=True)
         torch.cuda.empty_cache()
-    edit = edit_check(out)
-    print(json.dumps({"edit_check": edit}), flush=True)
+    ws = Path(os.environ.get("TMPDIR", "/tmp")) / f"stitch_edit_ws_{os.getpid()}"
+    entries, by_task = [], {}
+    for row, source, plan in edits:
+        try:
+            entries.append(edit_entry(row["task"], source, plan, ws))
+            by_task[row["task"]] = row
+        except Exception as exc:
+            row["edit_check"] = f"failed: writing the edit: {type(exc).__name__}: {exc}"[:400]
+    for name, result in run_edit_checks(entries, ws, args.edit_check_s).items():
+        by_task[name]["edit_check"] = result
+    checked = {r["task"]: r["edit_check"] for r, _, _ in edits}
+    edit = edit_check_summary(checked)
+    print(json.dumps({"edit_check": edit, "failed": {k: v for k, v in checked.items() if v != "passed"}}), flush=True)
     good = [r for r in rows if r.get("correct")]
     summary = {}
     for key in ("vs_eager", "vs_compile"):
@@ -285,12 +448,12 @@ def main() -> int:
     (out / "fuse_suite.json").write_text(json.dumps({"env": env, "summary": summary, "rows": rows}, indent=1))
     lines = [f"# Template Coder on bench/tasks — {env['gpu']}, driver {driver}, torch {env['torch']}, CUDA {env['cuda']}",
              "", f"Command: `{env['command']}`; copy bandwidth {bw:.0f} GB/s (measured in the same run).", "",
-             "| task | status | kernels | vs eager | vs compile | cand ms | GB/s | % copy | odd shape | left in PyTorch |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| task | status | kernels | vs eager | vs compile | cand ms | GB/s | % copy | odd shape | edit | left in PyTorch |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['task']} | {r.get('status', '')[:60]} | {r.get('kernels', '')} | {r.get('vs_eager', '')} | "
                      f"{r.get('vs_compile', '')} | {r.get('candidate_ms', '')} | {r.get('achieved_gbs', '')} | "
-                     f"{r.get('pct_copy_bw', '')} | {r.get('odd_shape', '')[:40]} | "
+                     f"{r.get('pct_copy_bw', '')} | {r.get('odd_shape', '')[:40]} | {r.get('edit_check', '')[:40]} | "
                      f"{'; '.join(u.split(' ')[0] for u in r.get('uncovered', []))} |")
     lines += ["", "Summary: " + json.dumps(summary)]
     (out / "fuse_suite.md").write_text("\n".join(lines) + "\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU test group in one GPU-machine call, each under its own time limit, logs to $OUT.
 # Run from the repository root:  OUT=/tmp/out bash bench/gpu_checks.sh [GROUP...]
-# Groups: verify jobs llm bench analysis fuse latency (default: all but fuse).
+# Groups: verify jobs llm bench analysis fuse fuse_lsp loader latency (default: all but fuse, fuse_lsp, loader).
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -17,9 +17,9 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH=/us
 } > "$O/machine.txt" 2>&1
 cat "$O/machine.txt"
 GROUPS_TO_RUN=${*:-verify jobs llm bench analysis latency}
-run_tests() {  # name, seconds, pytest args...
+run_tests() {  # name, seconds, pytest args... (GPU-marked tests only, unless MARK="" is set)
   local name=$1 secs=$2; shift 2
-  timeout "$secs" python3 -m pytest -m gpu -v -s -p no:cacheprovider "$@" > "$O/gpu_$name.log" 2>&1
+  timeout "$secs" python3 -m pytest ${MARK--m gpu} -v -s -p no:cacheprovider "$@" > "$O/gpu_$name.log" 2>&1
   echo "== $name: rc=$? $(grep -E '^(=+ )?[0-9]+ (passed|failed)|passed|failed' "$O/gpu_$name.log" | tail -1)"
   grep -E "(PASSED|FAILED|ERROR)$|^(FAILED|ERROR) " "$O/gpu_$name.log" | sed 's/^/   /' | head -40
 }
@@ -28,9 +28,12 @@ for g in $GROUPS_TO_RUN; do
     verify)   run_tests verify 150 tests/verify ;;
     jobs)     run_tests jobs 120 tests/jobs/test_kernel_checks_gpu.py ;;
     llm)      run_tests llm 90 tests/llm/test_llm_gpu.py ;;
-    bench)    run_tests bench 120 tests/bench/test_bench_gpu.py tests/bench/test_bandwidth_and_runner.py ;;
+    bench)    run_tests bench 300 tests/bench/test_bench_gpu.py tests/bench/test_bandwidth_and_runner.py ;;
     analysis) run_tests analysis 60 tests/analysis/test_rules_on_gpu.py ;;
     fuse)     run_tests fuse 240 tests/fuse ;;
+    # The LSP end-to-end test runs everywhere; on a GPU it must end with the verified edit offered.
+    fuse_lsp) MARK="" run_tests fuse_lsp 300 tests/fuse/test_fuse_lsp_e2e.py -k listed_then_run ;;
+    loader)   run_tests loader 60 tests/verify/test_loader_gpu.py ;;
     latency)
       timeout 120 python3 bench/lsp_latency.py --conditions idle gpu-job --real-gpu --iterations 120 \
         --out "$O/lsp_latency_gpu_job_h100.txt" > "$O/lsp_latency.log" 2>&1

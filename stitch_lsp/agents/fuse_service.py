@@ -126,6 +126,11 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     if not traced.ok or traced.graph is None:
         outcome.message = f"Could not trace the selection: {traced.message}"
         return outcome
+    if not traced.graph.nodes:
+        # e.g. arithmetic on sizes (x.shape[0] * 2): Python computes it; no tensor op ran.
+        outcome.message = ("Nothing to fuse: the selection runs no tensor ops (tracing it found none); "
+                           "select the lines that compute on tensors")
+        return outcome
     if device is None and verifier is not None:
         device = getattr(verifier, "device", None)
         device = device if isinstance(device, DeviceInfo) else None

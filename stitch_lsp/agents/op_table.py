@@ -13,6 +13,7 @@ stored in the node's dtype); booleans are 0.f / 1.f.
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any
 
 VIEW_OPS = {
@@ -205,6 +206,135 @@ POINTWISE = {
     "prims.convert_element_type.default": _fixed("{a}"),
     "aten.fill.Scalar": lambda a, k: c_float(a[1]),
 }
+
+_NORMAL_MIN = 1.1754943508222875e-38
+_FLOAT_MAX = 3.4028234663852886e38
+
+
+def _reciprocal(value: Any) -> str | None:
+    """``1 / value`` as a float literal when multiplying by it stands in for dividing (normal, finite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    v = float(value)
+    if v == 0.0 or not math.isfinite(v) or not _NORMAL_MIN < abs(1.0 / v) < _FLOAT_MAX:
+        return None
+    return c_float(1.0 / v)
+
+
+def _fast_div(args, kw) -> str:
+    # By a constant: a multiply by its reciprocal, as eager PyTorch does for a Python-number divisor.
+    recip = _reciprocal(args[1]) if len(args) > 1 else None
+    return "({a} * %s)" % recip if recip else "stitch_div({a}, {b})"
+
+
+def _fast_fns(half: bool) -> tuple[str, str]:
+    """(divide, exp) for a kernel whose outputs are all half precision, or not."""
+    return ("stitch_div_fast", "stitch_exp_fast") if half else ("__fdividef", "expf")
+
+
+def _fast_gelu(args, kw, half: bool) -> str | None:
+    if half and (kw.get("approximate") or (args[1] if len(args) > 1 else "none")) == "none":
+        return "stitch_gelu_erf_fast({a})"
+    return None
+
+
+def _fast_elu(args, kw, half: bool) -> str:
+    alpha = float(args[1]) if len(args) > 1 else 1.0
+    scale = float(args[2]) if len(args) > 2 else 1.0
+    input_scale = float(args[3]) if len(args) > 3 else 1.0
+    arg = "{a}" if input_scale == 1.0 else "%s * {a}" % c_float(input_scale)
+    # Only x <= 0 reaches expm1: exp(x) - 1 is off by at most 1.2e-7 there, far below a half-precision ulp.
+    em1 = f"(stitch_exp_fast({arg}) - 1.f)" if half else f"stitch_expm1({arg})"
+    pos = "{a}" if scale == 1.0 else "%s * {a}" % c_float(scale)
+    neg = em1 if alpha * scale == 1.0 else "%s * %s" % (c_float(alpha * scale), em1)
+    return f"({{a}} > 0.f ? {pos} : {neg})"
+
+
+def _fast_clamp(args, kw) -> str:
+    lo = kw.get("min", args[1] if len(args) > 1 else None)
+    hi = kw.get("max", args[2] if len(args) > 2 else None)
+    expr = "{a}"
+    if lo is not None:
+        expr = f"stitch_max_nan({expr}, {c_float(lo)})"
+    if hi is not None:
+        expr = f"stitch_min_nan({expr}, {c_float(hi)})"
+    return expr
+
+
+# Cheaper expressions the pointwise kernels use where a value does not feed a comparison or rounding (see
+# ``Emitter.exact``): 2-ulp division (PTX div.full, what Triton emits), branch-free expm1, one-instruction
+# NaN-propagating clamps. Each is within a few fp32 ulps of the exact form; NaN / ±Inf behave as in eager.
+# op -> function(args, kwargs, half) -> template or None (use POINTWISE), half = every output of the kernel is
+# fp16 / bf16 (then exp and divide may be the single-instruction approximations).
+FAST_POINTWISE = {
+    "aten.div.Tensor": lambda a, k, h: _fast_div(a, k),
+    "aten.div.Scalar": lambda a, k, h: _fast_div(a, k),
+    "aten.reciprocal.default": lambda a, k, h: "stitch_div(1.f, {a})",
+    # 1 + exp(-x) >= 1, so the approximate divide's only weak range (|b| > 2**126) gives 0 for a result < 1e-37.
+    "aten.sigmoid.default": lambda a, k, h: "%s(1.f, 1.f + %s(-{a}))" % _fast_fns(h),
+    "aten.silu.default": lambda a, k, h: "%s({a}, 1.f + %s(-{a}))" % _fast_fns(h),
+    "aten.gelu.default": _fast_gelu,
+    "aten.elu.default": _fast_elu,
+    "aten.relu.default": lambda a, k, h: "stitch_max_nan({a}, 0.f)",
+    "aten.clamp.default": lambda a, k, h: _fast_clamp(a, k),
+    "aten.clamp_min.default": lambda a, k, h: _fast_clamp(["x", a[1], None], {}),
+    "aten.clamp_max.default": lambda a, k, h: _fast_clamp(["x", None, a[1]], {}),
+    "aten.hardtanh.default": lambda a, k, h: _fast_clamp(["x", float(a[1]) if len(a) > 1 else -1.0,
+                                                          float(a[2]) if len(a) > 2 else 1.0], {}),
+    "aten.maximum.default": lambda a, k, h: "stitch_max_nan({a}, {b})",
+    "aten.minimum.default": lambda a, k, h: "stitch_min_nan({a}, {b})",
+}
+
+# Ops whose result is a discrete function of their operands: a value feeding one must be computed exactly as
+# eager does (a last-ulp difference could flip the result), so it takes the POINTWISE form.
+DISCRETE_OPS = {
+    "aten.eq.Scalar", "aten.eq.Tensor", "aten.ne.Scalar", "aten.ne.Tensor", "aten.lt.Scalar", "aten.lt.Tensor",
+    "aten.le.Scalar", "aten.le.Tensor", "aten.gt.Scalar", "aten.gt.Tensor", "aten.ge.Scalar", "aten.ge.Tensor",
+    "aten.logical_not.default", "aten.bitwise_not.default", "aten.logical_and.default", "aten.logical_or.default",
+    "aten.isnan.default", "aten.isinf.default", "aten.sign.default", "aten.floor.default", "aten.ceil.default",
+    "aten.round.default", "aten.trunc.default", "aten.div.Tensor_mode",
+}
+
+# Ops whose result is one of their value operands or its negation: exact in those operands' dtype, so a
+# half-precision result needs no rounding when its operands are already half values. op -> value operand positions.
+SELECTING_OPS = {
+    "aten.neg.default": (0,), "aten.abs.default": (0,), "aten.relu.default": (0,), "aten.clamp.default": (0,),
+    "aten.clamp_min.default": (0,), "aten.clamp_max.default": (0,), "aten.hardtanh.default": (0,),
+    "aten.maximum.default": (0, 1), "aten.minimum.default": (0, 1), "aten.where.self": (1, 2),
+    "aten.masked_fill.Scalar": (0, 2), "aten.masked_fill.Tensor": (0, 2), "aten._to_copy.default": (0,),
+    "prims.convert_element_type.default": (0,),
+}
+# The constant operands (bounds) of the selecting ops above, which must be representable too.
+SELECTING_CONSTANTS = {
+    "aten.clamp.default": (1, 2), "aten.clamp_min.default": (1,), "aten.clamp_max.default": (1,),
+    "aten.hardtanh.default": (1, 2),
+}
+
+
+def representable(value: Any, dtype: str) -> bool:
+    """``value`` is exactly a ``dtype`` number (so selecting it needs no rounding)."""
+    if isinstance(value, bool):
+        return True
+    if not isinstance(value, (int, float)):
+        return False
+    v = float(value)
+    if math.isnan(v) or math.isinf(v):
+        return True
+    try:
+        as32 = struct.unpack("<f", struct.pack("<f", v))[0]
+    except OverflowError:
+        return False
+    if as32 != v:
+        return False
+    if dtype == "bfloat16":
+        return struct.unpack("<I", struct.pack("<f", v))[0] & 0xFFFF == 0
+    if dtype == "float16":
+        try:
+            return struct.unpack("<e", struct.pack("<e", v))[0] == v
+        except (OverflowError, struct.error):
+            return False
+    return dtype == "float32"
+
 
 # How many leading positional args are operands (the rest shape the expression); default: all.
 OPERAND_COUNT = {

@@ -51,7 +51,8 @@ def _verifier(settings, root: Path):
         from stitch_lsp.verify.service import Verifier
     except ImportError as exc:
         return None, f"the Verifier is not available ({exc})"
-    return Verifier(settings, root), ""
+    # Its job folders and worker logs are generated files: under .stitch/, never beside the user's.
+    return Verifier(settings, root / ".stitch" / "work"), ""
 
 
 def run(args: argparse.Namespace) -> int:

@@ -125,3 +125,66 @@ def test_integer_inputs_keep_their_pointer_type(traced):
     (kernel,) = lower(graph).kernels
     signature = kernel.source.split(f"{kernel.name}(", 1)[1].split(")", 1)[0]
     assert "const long long* __restrict__" in signature
+
+
+def test_every_launch_passes_tensors_of_the_types_its_kernel_declares(traced):
+    """What the binding passes (graph dtypes, at the traced and the odd shapes) is what each kernel's
+    signature takes, by the runtime loader's own check (an int64 target into ``int*`` fails to launch)."""
+    import torch
+
+    from stitch_lsp.agents.template_coder.program import program_data, program_for
+    from stitch_lsp.op_graph import ShapeMismatch
+    from stitch_lsp.runtime.loader import _POINTEE_DTYPES, kernel_params
+    from stitch_lsp.serde import to_json
+
+    wrong = []
+    checked = odd_checked = 0
+    for name, (task, graph) in traced.items():
+        index = graph.index()
+        dtypes = {i.name: i.dtype for i in graph.inputs} | {n: index[n].dtype for n in index}
+        programs = [program_data(lower(graph))]
+        if graph.symbolic:
+            odd = [tuple(d - 1 if d % 2 == 0 else d for d in i.shape) for i in graph.inputs]
+            try:
+                programs.append(program_for(to_json(graph), odd))
+                odd_checked += 1
+            except ShapeMismatch:
+                pass  # a parameter's size is tied to an input's: the task cannot take these shapes
+        for prog in programs:
+            for step in (s for s in prog["steps"] if "kernel" in s):
+                params = kernel_params(prog["sources"][step["kernel"]], step["kernel"])
+                passed = [dtypes[a] for a in step["args"]] + [dtype for _, _, dtype in step["outputs"]]
+                assert params is not None and len(params) == len(passed), (name, step["kernel"])
+                for param, dtype in zip(params, passed):
+                    checked += 1
+                    if param.kind != "pointer" or getattr(torch, dtype) not in _POINTEE_DTYPES.get(param.base, ()):
+                        wrong.append(f"{name}: {param.text} gets a {dtype} tensor")
+    assert checked > 100 and odd_checked > 10 and not wrong, wrong
+
+
+def _kernel_body(source: str, name: str) -> str:
+    return source.split(f"{name}(", 1)[1]
+
+
+def test_sum_of_squares_rounds_where_eager_does(traced):
+    """red_sumsq_last_dim_bf16 upcasts first: eager squares and sums in fp32 and returns fp32, so the
+    kernel must not round anything to bf16. Without the upcast, eager rounds each square to bf16,
+    accumulates in fp32 and rounds the sum to bf16: so must the kernel."""
+    from stitch_lsp.worker.trace_handler import trace_task
+
+    task, graph = traced["red_sumsq_last_dim_bf16"]
+    (kernel,) = lower(graph).kernels
+    body = _kernel_body(kernel.source, kernel.name)
+    assert body.startswith("const __nv_bfloat16* __restrict__ in0, float* __restrict__ out0)")
+    assert "bfloat16_rn" not in body and "from_float<__nv_bfloat16>" not in body
+    assert "float acc" in body
+
+    no_upcast = task.source.replace("        h = x.to(torch.float32)\n", "").replace("(h * h)", "(x * x)")
+    assert no_upcast != task.source
+    reply = trace_task(no_upcast)
+    assert reply.ok, reply.message
+    (kernel,) = lower(reply.graph).kernels
+    body = _kernel_body(kernel.source, kernel.name)
+    assert body.startswith("const __nv_bfloat16* __restrict__ in0, __nv_bfloat16* __restrict__ out0)")
+    assert "__float2bfloat16_rn((ld2[0] * ld2[0]))" in body  # each square rounded, as eager's bf16 mul
+    assert "float acc" in body and "out0[row] = stitch_from_float<__nv_bfloat16>(acc" in body

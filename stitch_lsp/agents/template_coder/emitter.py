@@ -12,6 +12,8 @@ import math
 import re
 from typing import Any, Callable
 
+from attrs import define
+
 from stitch_lsp.agents import op_table
 from stitch_lsp.op_graph import OpNode
 
@@ -94,6 +96,21 @@ def is_row_broadcast(src: tuple[int, ...], dst: tuple[int, ...], row_len: int) -
     return all(full[d] == dst[d] for d in range(k)) and all(full[d] == 1 for d in range(k, len(dst)))
 
 
+@define(frozen=True)
+class Digit:
+    """One coordinate of an index, as C, with what is known of it.
+
+    ``0 <= value < bound``. ``origin`` = (root index, shape, dim) when the value is that coordinate of the
+    root index in that shape, less ``shift``: index maps chained through views and cat branches then
+    recombine into ``root + constant`` instead of re-deriving every coordinate with divisions.
+    """
+
+    expr: str
+    bound: int
+    origin: tuple[str, tuple[int, ...], int] | None = None
+    shift: int = 0
+
+
 class Emitter:
     """Writes the statements that compute values of one fused group."""
 
@@ -114,6 +131,19 @@ class Emitter:
         self.var_defs: dict[str, str] = {}  # index variables and the expressions they name
         self.depth = 0  # > 0 inside a branch of cat: nothing loaded there outlives it
         self.stored_only: set[str] = set()  # values only stored: the store rounds them already
+        # Pointwise kernels turn on the cheaper forms (op_table.FAST_POINTWISE and the activation patterns
+        # below); values in ``exact`` (they feed a comparison or rounding) keep eager's exact forms.
+        self.fast_math = False
+        self.half_outputs = False  # every output of the kernel is fp16 / bf16
+        self.exact: set[str] = set()
+        self.exact_in: dict[str, str] = {}  # value var -> the half dtype it already holds exactly
+        # Cat branches that every lane of a chunk takes together: (ix) -> the other lanes' indices, or None.
+        self.chunk_lanes: Callable[[str], list[str] | None] = lambda ix: None
+        self.uniform_depth = 0  # how many of the enclosing cat branches are taken by a whole chunk
+        self.save_loads: Callable[[], Any] = lambda: None
+        # Index variables made from coordinates: var -> ((digit, stride), ...), offset (see Digit).
+        self.forms: dict[str, tuple[tuple[tuple[Digit, int], ...], int]] = {}
+        self.restore_loads: Callable[[Any], None] = lambda state: None
 
     def fresh(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -135,6 +165,8 @@ class Emitter:
         node = self.index[name]
         if name not in self.members:
             out = self._load(name, node, ix)
+            if node.dtype in ("bfloat16", "float16"):
+                self.exact_in[out] = node.dtype
         else:
             out = self._compute(node, ix)
         self.memo[key] = out
@@ -173,26 +205,153 @@ class Emitter:
             value = args[0] if node.op == "aten.scalar_tensor.default" else args[1]
             return op_table.c_float(value)
         if kind == "pointwise":
+            fast = self.fast_math and node.name not in self.exact
+            if fast and node.dtype == "float32":
+                var = self._activation(node, ix)
+                if var is not None:
+                    return var
             count = op_table.OPERAND_COUNT.get(node.op, len(args))
-            template = op_table.POINTWISE[node.op](args, node.kwargs)
+            template = None
+            if fast and node.op in op_table.FAST_POINTWISE:
+                template = op_table.FAST_POINTWISE[node.op](args, node.kwargs, self.half_outputs)
+            if template is None:
+                template = op_table.POINTWISE[node.op](args, node.kwargs)
             operands = [self.operand(node, a, ix) for a in args[:count]]
             names = dict(zip("abc", operands))
             if node.op == "aten.fill.Scalar":
                 names = {}
             expr = template.format(**names)
+            held = False
             if node.dtype == "bool":
                 expr = f"(({expr}) != 0.f ? 1.f : 0.f)"
+            elif node.dtype in ("bfloat16", "float16") and self._selects_exact(node, operands):
+                held = True  # one of its operands, already a value of this dtype: rounding would not change it
             elif node.name not in self.stored_only:
                 # Eager PyTorch rounds every half-precision op's result; so do we, to give its answers.
                 expr = _round_to(expr, node.dtype)
+                held = node.dtype in ("bfloat16", "float16")
+            if held and expr.replace("_", "").isalnum():
+                self.exact_in[expr] = node.dtype
+                return expr
             var = self.fresh()
             self.emit(f"const float {var} = {expr};")
+            if held:
+                self.exact_in[var] = node.dtype
             return var
         if kind == "view":
             return self._view(node, ix)
         if kind == "reduction":
             raise Unsupported(f"{op_table.short(node.op)} used where its row value is not ready")
         raise Unsupported(f"{op_table.short(node.op)} is not fused by the template Coder")
+
+    def _selects_exact(self, node: OpNode, operands: list[str]) -> bool:
+        positions = op_table.SELECTING_OPS.get(node.op)
+        if positions is None:
+            return False
+        for p in positions:
+            if p >= len(node.args):
+                return False
+            arg = node.args[p]
+            if isinstance(arg, dict):
+                if p >= len(operands) or self.exact_in.get(operands[p]) != node.dtype:
+                    return False
+            elif not op_table.representable(arg, node.dtype):
+                return False
+        for p in op_table.SELECTING_CONSTANTS.get(node.op, ()):
+            value = node.args[p] if p < len(node.args) else None
+            if value is not None and not op_table.representable(value, node.dtype):
+                return False
+        return True
+
+    # -- activation patterns ---------------------------------------------------
+
+    def _member(self, arg: Any, op: str | tuple[str, ...] | None = None) -> OpNode | None:
+        if not (isinstance(arg, dict) and "$" in arg) or arg["$"] not in self.members:
+            return None
+        node = self.index[arg["$"]]
+        if op is not None and node.op not in ((op,) if isinstance(op, str) else op):
+            return None
+        return node
+
+    def softplus_parts(self, where: OpNode) -> tuple[str, str, float, float, str] | None:
+        """``where(z > th, x, log1p(exp(z)) / beta)`` with ``z = x * beta``: softplus as aten decomposes it.
+
+        Returns (z, x, beta, threshold, name of the gt node); the intermediates are fp32 members of the
+        group with the where's shape (no rounding or broadcasting inside).
+        """
+        if where.op != "aten.where.self" or len(where.args) < 3 or where.dtype != "float32":
+            return None
+        gt = self._member(where.args[0], "aten.gt.Scalar")
+        low = self._member(where.args[2])
+        if gt is None or low is None or not isinstance(where.args[1], dict):
+            return None
+        th = gt.args[1] if len(gt.args) > 1 else None
+        if isinstance(th, bool) or not isinstance(th, (int, float)) or not isinstance(gt.args[0], dict):
+            return None
+        z = gt.args[0]["$"]
+        x = where.args[1]["$"]
+        beta = 1.0
+        if low.op in ("aten.div.Tensor", "aten.div.Scalar"):
+            b = low.args[1] if len(low.args) > 1 else None
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or not b or not math.isfinite(b):
+                return None
+            beta = float(b)
+            low = self._member(low.args[0]) if low.dtype == "float32" else None
+            if low is None:
+                return None
+        if low.op != "aten.log1p.default" or low.dtype != "float32":
+            return None
+        exp = self._member(low.args[0], "aten.exp.default")
+        if exp is None or exp.dtype != "float32" or exp.args[0] != {"$": z}:
+            return None
+        if beta != 1.0:
+            mul = self._member({"$": z}, "aten.mul.Tensor")
+            if mul is None or mul.dtype != "float32" or mul.args != [{"$": x}, beta]:
+                return None
+        elif x != z:
+            return None
+        shapes = {tuple(self.index[n].shape) for n in (z, x, gt.name, exp.name, low.name)}
+        if shapes != {tuple(where.shape)}:
+            return None
+        return z, x, beta, float(th), gt.name
+
+    def _activation(self, node: OpNode, ix: str) -> str | None:
+        """Softplus and Mish's tanh(softplus) as one expression each instead of aten's op-by-op decomposition."""
+        if node.op == "aten.where.self":
+            parts = self.softplus_parts(node)
+            if parts is None:
+                return None
+            z, x, beta, th, _ = parts
+            zv, xv = self.value(z, ix), self.value(x, ix)
+            if th > 80.0:
+                return None  # 1 + e^z would overflow below the threshold
+            # log(1 + e^z) for z <= th: within 4e-7 + 1.5e-6 absolute of log1p(exp(z)) (approximate log of an
+            # argument >= 1, exp good to a few ulps); z = +Inf / NaN keep eager's answers through the select.
+            exp = "stitch_exp_fast" if self.half_outputs else "expf"
+            core = f"__logf(1.f + {exp}({zv}))"
+            if beta != 1.0:
+                core = f"({core} * {op_table.c_float(1.0 / beta)})"
+            var = self.fresh()
+            self.emit(f"const float {var} = ({zv} > {op_table.c_float(th)} ? {xv} : {core});")
+            return var
+        if node.op == "aten.tanh.default":
+            inner = self._member(node.args[0], "aten.where.self")
+            parts = self.softplus_parts(inner) if inner is not None else None
+            # tanh(z) rounds to 1.f for z >= 10, so above a threshold that high the select returns 1.
+            if parts is None or parts[2] != 1.0 or parts[3] < 10.0 or node.shape != inner.shape:
+                return None
+            z = parts[0]
+            zv = self.value(z, ix)
+            # tanh(log1p(e^z)) = n / (n + 2) with n = e^z (e^z + 2): no log, no tanh, no cancellation; z is
+            # clamped at 20 (the ratio is 1.f there) so n cannot overflow; NaN passes through the clamp.
+            e, n = self.fresh(), self.fresh()
+            exp, div = ("stitch_exp_fast", "stitch_div_fast") if self.half_outputs else ("expf", "__fdividef")
+            self.emit(f"const float {e} = {exp}({zv} > 20.f ? 20.f : {zv});")
+            self.emit(f"const float {n} = {e} * ({e} + 2.f);")
+            var = self.fresh()
+            self.emit(f"const float {var} = ({zv} > {op_table.c_float(parts[3])} ? 1.f : {div}({n}, {n} + 2.f));")
+            return var
+        return None
 
     def _view(self, node: OpNode, ix: str) -> str:
         op = node.op
@@ -218,9 +377,9 @@ class Emitter:
                 perm[a], perm[b] = perm[b], perm[a]
             else:
                 perm = [p % rank for p in args[1]]
-            c = coords(ix, node.shape)
+            c = self._coords(ix, node.shape)
             sstr = contiguous_strides(src.shape)
-            return self._as_var(linear([(c[d], sstr[perm[d]]) for d in range(rank)]))
+            return self.value(src_name, self._index([(c[d], sstr[perm[d]]) for d in range(rank)]))
         if op == "aten.slice.Tensor":
             rank = len(src.shape)
             dim = (args[1] if len(args) > 1 else 0) % rank
@@ -229,18 +388,19 @@ class Emitter:
             if start < 0:
                 start += src.shape[dim]
             start = max(0, min(start, src.shape[dim]))
-            c = coords(ix, node.shape)
+            c = self._coords(ix, node.shape)
             sstr = contiguous_strides(src.shape)
-            terms = [(c[d] if d != dim else (f"({c[d]} * {step}LL)" if step != 1 else c[d]), sstr[d]) for d in range(rank)]
-            return self.value(src_name, self._as_var(linear(terms, start * sstr[dim])))
+            if step != 1:
+                c[dim] = Digit(f"({c[dim].expr} * {step}LL)", (c[dim].bound - 1) * step + 1)
+            return self.value(src_name, self._index([(c[d], sstr[d]) for d in range(rank)], start * sstr[dim]))
         if op == "aten.select.int":
             rank = len(src.shape)
             dim = args[1] % rank
             pos = args[2] % src.shape[dim]
-            c = coords(ix, node.shape)
+            c = self._coords(ix, node.shape)
             sstr = contiguous_strides(src.shape)
             terms = [(c[d if d < dim else d - 1], sstr[d]) for d in range(rank) if d != dim]
-            return self.value(src_name, self._as_var(linear(terms, pos * sstr[dim])))
+            return self.value(src_name, self._index(terms, pos * sstr[dim]))
         # Same elements, same order: view / reshape / unsqueeze / squeeze / alias / clone / detach.
         if src.numel != node.numel:
             raise Unsupported(f"{op_table.short(op)} changes the element count")
@@ -254,6 +414,36 @@ class Emitter:
         self.var_defs[var] = expr
         return var
 
+    def _coords(self, ix: str, shape: tuple[int, ...]) -> list[Digit]:
+        """The coordinates of ``ix`` in ``shape``; taken from ``ix``'s own digits when they line up."""
+        form = self.forms.get(ix)
+        if form is not None:
+            aligned = _align(form, tuple(shape))
+            if aligned is not None:
+                return aligned
+        c = coords(ix, shape)
+        return [Digit(c[d], shape[d], (ix, tuple(shape), d) if shape[d] > 1 else None) for d in range(len(shape))]
+
+    def _index(self, terms: list[tuple[Digit, int]], offset: int = 0) -> str:
+        """An index variable for sum(digit * stride) + offset: ``root + k`` when the digits are all of one root."""
+        live = [(g, st) for g, st in terms if st != 0 and g.expr != "0"]
+        expr = None
+        origins = {g.origin[:2] if g.origin else None for g, _ in live}
+        if live and len(origins) == 1 and None not in origins:
+            (root, shape), = origins
+            sstr = contiguous_strides(shape)
+            dims = sorted(g.origin[2] for g, _ in live)
+            if dims == [d for d in range(len(shape)) if shape[d] > 1] and all(
+                    st == sstr[g.origin[2]] for g, st in live):
+                k = offset - sum(g.shift * st for g, st in live)
+                expr = root if k == 0 else (f"({root} + {k}LL)" if k > 0 else f"({root} - {-k}LL)")
+        if expr is None:
+            expr = linear([(g.expr, st) for g, st in terms], offset)
+        var = self._as_var(expr)
+        if var != expr:
+            self.forms[var] = (tuple(terms), offset)
+        return var
+
     def expand(self, ix: str) -> str:
         """``ix`` with the index variables it names written out."""
         for _ in range(8):
@@ -264,36 +454,152 @@ class Emitter:
             ix = new
         return ix
 
+    def mark_exact(self) -> None:
+        """``exact``: members whose value feeds a comparison, a rounding or an integer result in the group.
+
+        Softplus's own threshold test is not one (the function is continuous there)."""
+        continuous = set()
+        for n in self.members:
+            parts = self.softplus_parts(self.index[n])
+            if parts is not None:
+                continuous.add(parts[4])
+        todo = [n for n in self.members if n not in continuous and (
+                self.index[n].op in op_table.DISCRETE_OPS or self.index[n].dtype not in op_table.FLOAT_DTYPES)]
+        exact: set[str] = set()
+        while todo:
+            n = todo.pop()
+            for r in self.index[n].refs():
+                if r in self.members and r not in exact:
+                    exact.add(r)
+                    todo.append(r)
+        self.exact = exact
+
     def _cat(self, node: OpNode, ix: str) -> str:
         tensors = [self.index[a["$"]] for a in node.args[0]]
         rank = len(node.shape)
         dim = (node.args[1] if len(node.args) > 1 else 0) % rank
-        c = coords(ix, node.shape)
+        lanes = self.chunk_lanes(ix) if self.depth == self.uniform_depth else None
+        if lanes and _chunk_stays_in_one_input(node.shape, dim, [t.shape for t in tensors], len(lanes)):
+            return self._cat_chunk(node, ix, lanes, tensors, dim)
+        c = self._coords(ix, node.shape)
         out = self.fresh()
         self.emit(f"float {out};")
         start = 0
         saved_memo = dict(self.memo)
+        held = node.dtype in ("bfloat16", "float16")
         for k, t in enumerate(tensors):
             size = t.shape[dim] if len(t.shape) == rank else 0
             if size == 0:
                 continue
             end = start + size
-            cond = f"{c[dim]} < {end}LL" if k < len(tensors) - 1 else ""
+            cond = f"{c[dim].expr} < {end}LL" if k < len(tensors) - 1 else ""
             self.emit(("if (" + cond + ") {") if k == 0 else ("} else if (" + cond + ") {" if cond else "} else {"))
             old = self.indent
             self.indent += "  "
             self.depth += 1
             sstr = contiguous_strides(t.shape)
-            terms = [((f"({c[d]} - {start}LL)" if d == dim and start else c[d]), sstr[d]) for d in range(rank)]
-            sub_ix = self._as_var(linear(terms))
+            sub_ix = self._index([(_in_branch(c[d], start, size) if d == dim else c[d], sstr[d]) for d in range(rank)])
             val = self.value(t.name, sub_ix)
+            held = held and self.exact_in.get(val) == node.dtype
             self.emit(f"{out} = {val};")
             self.indent = old
             self.depth -= 1
             self.memo = dict(saved_memo)
             start = end
         self.emit("}")
+        if held:
+            self.exact_in[out] = node.dtype
         return out
+
+    def _cat_chunk(self, node: OpNode, ix: str, lanes: list[str], tensors: list[OpNode], dim: int) -> str:
+        """A cat where a whole chunk takes one branch: one test per chunk, and the branch's loads stay vectors."""
+        rank = len(node.shape)
+        c0 = self._coords(lanes[0], node.shape)
+        outs = [self.fresh() for _ in lanes]
+        self.emit(f"float {', '.join(outs)};")
+        saved_memo, saved_loads = dict(self.memo), self.save_loads()
+        held = node.dtype in ("bfloat16", "float16")  # every branch gives values of the cat's own dtype
+        start = 0
+        live = [t for t in tensors if len(t.shape) == rank and t.shape[dim]]
+        for k, t in enumerate(live):
+            end = start + t.shape[dim]
+            cond = f"{c0[dim].expr} < {end}LL" if k < len(live) - 1 else ""
+            self.emit(("if (" + cond + ") {") if k == 0 else ("} else if (" + cond + ") {" if cond else "} else {"))
+            old = self.indent
+            self.indent += "  "
+            self.depth += 1
+            self.uniform_depth += 1
+            sstr = contiguous_strides(t.shape)
+            for out, lane in zip(outs, lanes):
+                c = self._coords(lane, node.shape)
+                size = t.shape[dim]
+                val = self.value(t.name, self._index(
+                    [(_in_branch(c[d], start, size) if d == dim else c[d], sstr[d]) for d in range(rank)]))
+                held = held and self.exact_in.get(val) == node.dtype
+                self.emit(f"{out} = {val};")
+            self.indent = old
+            self.depth -= 1
+            self.uniform_depth -= 1
+            self.memo = dict(saved_memo)
+            self.restore_loads(saved_loads)
+            start = end
+        self.emit("}")
+        for out, lane in zip(outs, lanes):
+            self.memo[(node.name, lane)] = out
+            if held:
+                self.exact_in[out] = node.dtype
+        return outs[lanes.index(ix)]
+
+
+def _in_branch(c: Digit, start: int, size: int) -> Digit:
+    """The cat coordinate ``c`` inside the branch of the input at ``start``: ``c - start``, in [0, size)."""
+    if not start:
+        return Digit(c.expr, size, c.origin, c.shift)
+    return Digit(f"({c.expr} - {start}LL)", size, c.origin, c.shift + start)
+
+
+def _align(form: tuple[tuple[tuple[Digit, int], ...], int], shape: tuple[int, ...]) -> list[Digit] | None:
+    """Coordinates in ``shape`` of sum(digit * stride) + offset when every digit sits on one dimension's
+    stride and stays inside it (with that dimension's share of the offset): then they are the digits."""
+    terms, offset = form
+    strides = contiguous_strides(shape)
+    if offset < 0 or offset >= math.prod(shape):
+        return None
+    extra = [(offset // strides[j]) % shape[j] for j in range(len(shape))]
+    if sum(o * st for o, st in zip(extra, strides)) != offset:
+        return None
+    out: list[Digit | None] = [None] * len(shape)
+    for g, st in terms:
+        if st == 0 or g.expr == "0":
+            continue
+        dims = [j for j in range(len(shape)) if strides[j] == st and shape[j] > 1]
+        if len(dims) != 1 or out[dims[0]] is not None or g.bound + extra[dims[0]] > shape[dims[0]]:
+            return None
+        out[dims[0]] = g
+    result = []
+    for j, g in enumerate(out):
+        o = extra[j]
+        if g is None:
+            result.append(Digit(str(o), o + 1))
+        elif o:
+            result.append(Digit(f"({g.expr} + {o}LL)", g.bound + o, g.origin, g.shift - o))
+        else:
+            result.append(g)
+    return result
+
+
+def _chunk_stays_in_one_input(shape: tuple[int, ...], dim: int, parts: list[tuple[int, ...]], vec: int) -> bool:
+    """Every aligned run of ``vec`` elements of the cat lies inside one input, at consecutive positions there."""
+    inner = math.prod(shape[dim + 1:])
+    if (shape[dim] * inner) % vec:
+        return False
+    start = 0
+    for p in parts:
+        size = p[dim] if len(p) == len(shape) else 0
+        if (start * inner) % vec:
+            return False
+        start += size
+    return True
 
 
 def _round_to(expr: str, dtype: str) -> str:

@@ -57,7 +57,8 @@ class Fuser:
                 from stitch_lsp.jobs.kernel_check import verifier_factory
 
                 root = self.server.root or Path.cwd()
-                self._verifier = verifier_factory()(self.server.settings, Path(root))
+                # Job folders and worker logs are generated files: under .stitch/ (as the jobs' Verifier).
+                self._verifier = verifier_factory()(self.server.settings, Path(root) / ".stitch" / "work")
             return self._verifier
 
     # -- listing (instant, no GPU) ---------------------------------------------------------
