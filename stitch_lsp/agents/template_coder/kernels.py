@@ -275,7 +275,7 @@ def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str, threads:
     for k, prefix in enumerate(prefixes):
         body_stores += w.store(k, prefix, "" if k == 0 else f"ok{k}")
     body = em.lines + ["  " + l for l in body_stores]
-    grid = math.ceil(nchunk / (threads * unroll))
+    grid = max(1, math.ceil(nchunk / (threads * unroll)))  # an empty tensor still launches (and returns)
     src = PREAMBLE + f"""
 extern "C" __global__ void __launch_bounds__({threads}) {name}({w.signature()}) {{
   const long long q = (long long)blockIdx.x * {threads * unroll}LL + threadIdx.x;
