@@ -234,3 +234,35 @@ def get_init_inputs():
 
 def test_transposed_operand_in_a_pointwise_chain(tmp_path):
     _check(PERMUTE, tmp_path, cases=("random", "inf"))
+
+
+ACTIVATIONS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DTYPE = torch.{dtype}
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        a = F.softplus(x / y, beta=2.0, threshold=1.0) + F.selu(x) + F.hardtanh(y, -0.5, 0.75)
+        b = F.leaky_relu(x, 0.1) * torch.sigmoid(y) + F.silu(x) - torch.relu(y) * F.mish(y)
+        c = torch.maximum(x, y) - torch.minimum(x, 2.0 * y) + torch.clamp(x, min=-1.0) / (1.0 + y * y)
+        d = torch.where(x > y, F.hardswish(x), torch.reciprocal(y)) + F.elu(y, alpha=0.3) + F.gelu(x, approximate="tanh")
+        return a * 0.5 + b - c + d
+
+
+def get_inputs():
+    return [torch.randn(8, 48, dtype=DTYPE) * 3, torch.randn(8, 48, dtype=DTYPE) + 0.1]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_activation_forms_keep_eager_values_and_nan_inf(dtype, tmp_path):
+    """Every cheaper form (division, clamps, ELU / SELU, softplus with a low threshold, SiLU, Mish, GELU-tanh)."""
+    _check(ACTIVATIONS.format(dtype=dtype), tmp_path, cases=("random", "nan", "inf", "large", "signed-zero"))
