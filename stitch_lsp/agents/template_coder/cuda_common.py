@@ -128,6 +128,18 @@ __device__ __forceinline__ float stitch_min_nan(float a, float b) {
 #endif
 }
 
+// 1 / t for a count t (an exact integer >= 1) to 1 ulp, in one instruction: the IEEE reciprocal's and
+// division's slow-path calls make a tight kernel spill registers around them.
+__device__ __forceinline__ float stitch_rcp_count(float t) {
+  float y;
+#ifdef __CUDA_ARCH__
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(t));
+#else
+  y = 1.f / t;
+#endif
+  return y;
+}
+
 // (count, mean, M2 = sum of squared deviations) of a set merged with another set's
 // (Chan et al.). Written symmetrically, so both lanes of a butterfly shuffle get the
 // same bits; an empty set contributes nothing.
@@ -135,11 +147,7 @@ __device__ __forceinline__ void stitch_moments_merge(float& n, float& mean, floa
   if (nb == 0.f) return;
   if (n == 0.f) { n = nb; mean = mb; m2 = m2b; return; }
   const float t = n + nb;
-#ifdef __CUDA_ARCH__
-  const float inv = __frcp_rn(t);  // counts are exact integers; one reciprocal instead of two divisions
-#else
-  const float inv = 1.f / t;
-#endif
+  const float inv = stitch_rcp_count(t);
   const float d = mb - mean;
   mean = (n * mean + nb * mb) * inv;
   m2 = (m2 + m2b) + d * d * (n * nb * inv);
@@ -152,7 +160,7 @@ __device__ __forceinline__ void stitch_moments_merge(float& n, float& mean, floa
 __device__ __forceinline__ void stitch_moments_local(float cnt, float s1, float s2, float k, float& n, float& mean, float& m2) {
   n = cnt;
   if (cnt == 0.f) { mean = 0.f; m2 = 0.f; return; }
-  const float d = s1 / cnt;
+  const float d = s1 * stitch_rcp_count(cnt);
   mean = k + d;
   m2 = s2 - s1 * d;
 }

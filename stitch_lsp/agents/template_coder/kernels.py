@@ -467,6 +467,11 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
     em = w.em
     em.vector_hint = w.hint
     em.row_len = row_len
+    # The pointwise kernels' cheaper forms (2-ulp divides, one-instruction clamps, SiLU / sigmoid without
+    # the IEEE division's slow path) for the prologue and epilogue; values that feed a comparison stay exact.
+    em.fast_math = True
+    em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
+    em.mark_exact()
     em.row_nodes = row_nodes
     em.indent = "  "
     em.emit(f"const int lane = threadIdx.x % {rt};")
@@ -547,11 +552,15 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
 
     for rpass in passes:
         accs: dict[str, str] = {}
-        moments: dict[str, tuple[str, str, str]] = {}  # r1 -> (shift, s1, s2)
+        moments: dict[str, tuple[str, ...]] = {}  # r1 -> (shift, origin, s1, s2)
         picks: dict[str, str] = {}
-        if looped and any(r in var_of for r in rpass):
-            # The shift for the one-pass variance: the thread's first value.
-            em.emit(f"const long long kq{slot} = rbase + (lane < {nch} ? lane * {vec} : 0);")
+        if any(r in var_of for r in rpass):
+            # The one-pass variance sums around the thread's first value (the shift); means travel
+            # as offsets from the row's first value (the origin), so merging them loses nothing
+            # to a large common offset.
+            em.emit(f"const long long kr{slot} = rbase;")
+            if looped:
+                em.emit(f"const long long kq{slot} = rbase + (lane < {nch} ? lane * {vec} : 0);")
         for r in rpass:
             node = index[r]
             how = op_table.REDUCTION_OPS[node.op]
@@ -563,7 +572,7 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
             em.emit(f"float {acc} = {_IDENTITY[how]};")
             if r in var_of:
                 _, src = reduction_dims(node, index)
-                shift = em.fresh("shift")
+                shift, origin = em.fresh("shift"), em.fresh("origin")
                 if looped:
                     em.emit(f"const float {shift} = {em.value(src.name, f'kq{slot}')};")
                     em.memo = {}
@@ -571,7 +580,7 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
                     em.emit(f"const float {shift} = {em.value(src.name, prefixes[0] + '0')};")
                 s1, s2 = em.fresh("s1_"), em.fresh("s2_")
                 em.emit(f"float {s1} = 0.f, {s2} = 0.f;")
-                moments[r] = (shift, s1, s2)
+                moments[r] = (shift, origin, s1, s2)
 
         def accumulate(prefix: str, guard: str) -> None:
             for r in rpass:
@@ -585,7 +594,7 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
                     if r in picks:
                         val = f"(({ix} - rbase) == {picks[r]} ? {val} : 0.f)"
                     if r in moments:
-                        shift, s1, s2 = moments[r]
+                        shift, _, s1, s2 = moments[r]
                         d = em.fresh("d")
                         em.emit(f"const float {d} = {f'{guard} ? {val} - {shift} : 0.f' if guard else f'{val} - {shift}'};")
                         em.emit(f"{s1} += {d}; {s2} = fmaf({d}, {d}, {s2});")
@@ -606,15 +615,18 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
             how = op_table.REDUCTION_OPS[index[r].op]
             acc = accs[r]
             if r in moments:
-                shift, s1, s2 = moments[r]
+                shift, origin, s1, s2 = moments[r]
+                # Loaded here, after the pass, so that it holds no register through the loop.
+                _, src = reduction_dims(index[r], index)
+                em.emit(f"const float {origin} = {em.value(src.name, f'kr{first_slot}')};")
                 n_, mu, m2 = em.fresh("n"), em.fresh("mu"), em.fresh("m2_")
                 em.emit(f"float {n_}, {mu}, {m2};")
-                em.emit(f"stitch_moments_local({cnt}, {s1}, {s2}, {shift}, {n_}, {mu}, {m2});")
+                em.emit(f"stitch_moments_local({cnt}, {s1}, {s2}, {shift} - {origin}, {n_}, {mu}, {m2});")
                 em.emit("#pragma unroll")
                 em.emit(f"for (int o = 16; o > 0; o >>= 1) stitch_moments_merge({n_}, {mu}, {m2}, "
                         f"__shfl_xor_sync(0xffffffffu, {n_}, o), __shfl_xor_sync(0xffffffffu, {mu}, o), "
                         f"__shfl_xor_sync(0xffffffffu, {m2}, o));")
-                moments[r] = (n_, mu, m2)
+                moments[r] = (n_, mu, m2, origin)
                 if warps_per_row > 1:
                     em.emit(f"if ((threadIdx.x & 31) == 0) {{ red[{slot}][threadIdx.x >> 5] = {n_}; "
                             f"red[{slot + 1}][threadIdx.x >> 5] = {mu}; red[{slot + 2}][threadIdx.x >> 5] = {m2}; }}")
@@ -634,7 +646,7 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
             for r in rpass:
                 how = op_table.REDUCTION_OPS[index[r].op]
                 if r in moments:
-                    n_, mu, m2 = moments[r]
+                    n_, mu, m2, _ = moments[r]
                     em.emit(f"{n_} = red[{s}][{part}]; {mu} = red[{s + 1}][{part}]; {m2} = red[{s + 2}][{part}];")
                     em.emit("#pragma unroll")
                     em.emit(f"for (int o = {warps_per_row // 2}; o > 0; o >>= 1) stitch_moments_merge({n_}, {mu}, {m2}, "
@@ -653,8 +665,8 @@ def row_kernel(group: Group, index: dict[str, OpNode], name: str, config: RowCon
             how = op_table.REDUCTION_OPS[node.op]
             acc = accs[r]
             if r in moments:
-                n_, mu, m2 = moments[r]
-                em.emit(f"{acc} = {mu};")
+                n_, mu, m2, origin = moments[r]
+                em.emit(f"{acc} = {origin} + {mu};")
                 r2 = var_of[r]
                 acc2 = em.fresh("acc")
                 scale = f" * {op_table.c_float(1.0 / row_len)}" if op_table.REDUCTION_OPS[index[r2].op] == "mean" else ""
@@ -717,8 +729,8 @@ def _row_reciprocals(lines: list[str], row_vars: set[str]) -> list[str]:
 
     Within 1.5 ulp of the quotient; a full-precision division per element costs about ten instructions.
     """
-    division = re.compile(r"\(([\w\[\]]+) / (\w+)\)")
-    wanted = {m.group(2) for line in lines for m in division.finditer(line) if m.group(2) in row_vars}
+    division = re.compile(r"\(([\w\[\]]+) / (\w+)\)|stitch_div(?:_fast)?\(([\w\[\]]+), (\w+)\)")
+    wanted = {m.group(2) or m.group(4) for line in lines for m in division.finditer(line)} & row_vars
     if not wanted:
         return lines
     out = list(lines)
@@ -733,7 +745,8 @@ def _row_reciprocals(lines: list[str], row_vars: set[str]) -> list[str]:
             continue  # defined inside a loop or a branch: leave the division alone
         out.insert(at + 1, f"{indent}const float rcp_{d} = 1.f / {d};")
         for i in range(at + 2, len(out)):
-            out[i] = re.sub(rf"\(([\w\[\]]+) / {d}\)", rf"(\1 * rcp_{d})", out[i])
+            out[i] = re.sub(rf"\(([\w\[\]]+) / {d}\)|stitch_div(?:_fast)?\(([\w\[\]]+), {d}\)",
+                            lambda m: f"({m.group(1) or m.group(2)} * rcp_{d})", out[i])
     return out
 
 
@@ -791,6 +804,9 @@ def col_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
             raise Unsupported(f"output {o} is not a reduced value")
     em = w.em
     em.row_len = red
+    em.fast_math = True
+    em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
+    em.mark_exact()
     em.row_nodes = row_nodes
     em.indent = "  "
     w.domain = domain
