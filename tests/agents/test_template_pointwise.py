@@ -49,6 +49,9 @@ def test_rotary_cat_takes_one_branch_per_chunk_and_loads_vectors(bench):
     assert body.count("stitch_ldv<8>") >= 5  # x, cos, sin, and x's other half in each branch
     assert len(re.findall(r"\bif \(", body)) == 2  # the bounds guard and one cat test, not one per element
     assert "__float2bfloat16_rn((-" not in body  # negating a bf16 value needs no rounding
+    # slice-of-cat index maps recombine to "the element, 64 along": no re-derived coordinates per load
+    assert re.search(r"stitch_ldv<8>\(in\d \+ \(\(c0 \+ 64\)\), ld\d+\)", body)
+    assert re.search(r"stitch_ldv<8>\(in\d \+ \(\(c0 - 64\)\), ld\d+\)", body)
 
 
 def test_activation_chain_uses_softplus_and_mish_forms(bench):

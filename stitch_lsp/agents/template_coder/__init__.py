@@ -1,7 +1,7 @@
 """The built-in template Coder: lowers a Plan's graph into fused CUDA kernels. No network, no API key.
 
 Pointwise chains (any broadcasting, views, slices, ``cat``) become one
-vectorised grid-stride kernel; groups with last-dimension reductions (softmax,
+vectorised single-pass kernel; groups with last-dimension reductions (softmax,
 log-softmax, logsumexp, LayerNorm, RMSNorm, GroupNorm, sum / mean / max / min)
 become one row kernel with their prologue and epilogue fused in; GEMMs stay on
 cuBLAS through torch (with the reference's TF32 setting) and their epilogues

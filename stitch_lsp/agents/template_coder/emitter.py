@@ -12,6 +12,8 @@ import math
 import re
 from typing import Any, Callable
 
+from attrs import define
+
 from stitch_lsp.agents import op_table
 from stitch_lsp.op_graph import OpNode
 
@@ -94,6 +96,21 @@ def is_row_broadcast(src: tuple[int, ...], dst: tuple[int, ...], row_len: int) -
     return all(full[d] == dst[d] for d in range(k)) and all(full[d] == 1 for d in range(k, len(dst)))
 
 
+@define(frozen=True)
+class Digit:
+    """One coordinate of an index, as C, with what is known of it.
+
+    ``0 <= value < bound``. ``origin`` = (root index, shape, dim) when the value is that coordinate of the
+    root index in that shape, less ``shift``: index maps chained through views and cat branches then
+    recombine into ``root + constant`` instead of re-deriving every coordinate with divisions.
+    """
+
+    expr: str
+    bound: int
+    origin: tuple[str, tuple[int, ...], int] | None = None
+    shift: int = 0
+
+
 class Emitter:
     """Writes the statements that compute values of one fused group."""
 
@@ -124,6 +141,8 @@ class Emitter:
         self.chunk_lanes: Callable[[str], list[str] | None] = lambda ix: None
         self.uniform_depth = 0  # how many of the enclosing cat branches are taken by a whole chunk
         self.save_loads: Callable[[], Any] = lambda: None
+        # Index variables made from coordinates: var -> ((digit, stride), ...), offset (see Digit).
+        self.forms: dict[str, tuple[tuple[tuple[Digit, int], ...], int]] = {}
         self.restore_loads: Callable[[Any], None] = lambda state: None
 
     def fresh(self, prefix: str = "v") -> str:
@@ -358,9 +377,9 @@ class Emitter:
                 perm[a], perm[b] = perm[b], perm[a]
             else:
                 perm = [p % rank for p in args[1]]
-            c = coords(ix, node.shape)
+            c = self._coords(ix, node.shape)
             sstr = contiguous_strides(src.shape)
-            return self._as_var(linear([(c[d], sstr[perm[d]]) for d in range(rank)]))
+            return self.value(src_name, self._index([(c[d], sstr[perm[d]]) for d in range(rank)]))
         if op == "aten.slice.Tensor":
             rank = len(src.shape)
             dim = (args[1] if len(args) > 1 else 0) % rank
@@ -369,18 +388,19 @@ class Emitter:
             if start < 0:
                 start += src.shape[dim]
             start = max(0, min(start, src.shape[dim]))
-            c = coords(ix, node.shape)
+            c = self._coords(ix, node.shape)
             sstr = contiguous_strides(src.shape)
-            terms = [(c[d] if d != dim else (f"({c[d]} * {step}LL)" if step != 1 else c[d]), sstr[d]) for d in range(rank)]
-            return self.value(src_name, self._as_var(linear(terms, start * sstr[dim])))
+            if step != 1:
+                c[dim] = Digit(f"({c[dim].expr} * {step}LL)", (c[dim].bound - 1) * step + 1)
+            return self.value(src_name, self._index([(c[d], sstr[d]) for d in range(rank)], start * sstr[dim]))
         if op == "aten.select.int":
             rank = len(src.shape)
             dim = args[1] % rank
             pos = args[2] % src.shape[dim]
-            c = coords(ix, node.shape)
+            c = self._coords(ix, node.shape)
             sstr = contiguous_strides(src.shape)
             terms = [(c[d if d < dim else d - 1], sstr[d]) for d in range(rank) if d != dim]
-            return self.value(src_name, self._as_var(linear(terms, pos * sstr[dim])))
+            return self.value(src_name, self._index(terms, pos * sstr[dim]))
         # Same elements, same order: view / reshape / unsqueeze / squeeze / alias / clone / detach.
         if src.numel != node.numel:
             raise Unsupported(f"{op_table.short(op)} changes the element count")
@@ -392,6 +412,36 @@ class Emitter:
         var = self.fresh("i")
         self.emit(f"const long long {var} = {expr};")
         self.var_defs[var] = expr
+        return var
+
+    def _coords(self, ix: str, shape: tuple[int, ...]) -> list[Digit]:
+        """The coordinates of ``ix`` in ``shape``; taken from ``ix``'s own digits when they line up."""
+        form = self.forms.get(ix)
+        if form is not None:
+            aligned = _align(form, tuple(shape))
+            if aligned is not None:
+                return aligned
+        c = coords(ix, shape)
+        return [Digit(c[d], shape[d], (ix, tuple(shape), d) if shape[d] > 1 else None) for d in range(len(shape))]
+
+    def _index(self, terms: list[tuple[Digit, int]], offset: int = 0) -> str:
+        """An index variable for sum(digit * stride) + offset: ``root + k`` when the digits are all of one root."""
+        live = [(g, st) for g, st in terms if st != 0 and g.expr != "0"]
+        expr = None
+        origins = {g.origin[:2] if g.origin else None for g, _ in live}
+        if live and len(origins) == 1 and None not in origins:
+            (root, shape), = origins
+            sstr = contiguous_strides(shape)
+            dims = sorted(g.origin[2] for g, _ in live)
+            if dims == [d for d in range(len(shape)) if shape[d] > 1] and all(
+                    st == sstr[g.origin[2]] for g, st in live):
+                k = offset - sum(g.shift * st for g, st in live)
+                expr = root if k == 0 else (f"({root} + {k}LL)" if k > 0 else f"({root} - {-k}LL)")
+        if expr is None:
+            expr = linear([(g.expr, st) for g, st in terms], offset)
+        var = self._as_var(expr)
+        if var != expr:
+            self.forms[var] = (tuple(terms), offset)
         return var
 
     def expand(self, ix: str) -> str:
@@ -407,11 +457,12 @@ class Emitter:
     def mark_exact(self) -> None:
         """``exact``: members whose value feeds a comparison, a rounding or an integer result in the group.
 
-        Softplus's own threshold test is not one (the function is continuous there)."""
+        Softplus's own threshold test is not one when the threshold is 15 or more: the two sides of the
+        select meet there to within log1p(e^-15) = 3e-7, so a last-ulp flip of the test cannot show."""
         continuous = set()
         for n in self.members:
             parts = self.softplus_parts(self.index[n])
-            if parts is not None:
+            if parts is not None and parts[3] >= 15.0:
                 continuous.add(parts[4])
         todo = [n for n in self.members if n not in continuous and (
                 self.index[n].op in op_table.DISCRETE_OPS or self.index[n].dtype not in op_table.FLOAT_DTYPES)]
@@ -431,7 +482,7 @@ class Emitter:
         lanes = self.chunk_lanes(ix) if self.depth == self.uniform_depth else None
         if lanes and _chunk_stays_in_one_input(node.shape, dim, [t.shape for t in tensors], len(lanes)):
             return self._cat_chunk(node, ix, lanes, tensors, dim)
-        c = coords(ix, node.shape)
+        c = self._coords(ix, node.shape)
         out = self.fresh()
         self.emit(f"float {out};")
         start = 0
@@ -442,14 +493,13 @@ class Emitter:
             if size == 0:
                 continue
             end = start + size
-            cond = f"{c[dim]} < {end}LL" if k < len(tensors) - 1 else ""
+            cond = f"{c[dim].expr} < {end}LL" if k < len(tensors) - 1 else ""
             self.emit(("if (" + cond + ") {") if k == 0 else ("} else if (" + cond + ") {" if cond else "} else {"))
             old = self.indent
             self.indent += "  "
             self.depth += 1
             sstr = contiguous_strides(t.shape)
-            terms = [((f"({c[d]} - {start}LL)" if d == dim and start else c[d]), sstr[d]) for d in range(rank)]
-            sub_ix = self._as_var(linear(terms))
+            sub_ix = self._index([(_in_branch(c[d], start, size) if d == dim else c[d], sstr[d]) for d in range(rank)])
             val = self.value(t.name, sub_ix)
             held = held and self.exact_in.get(val) == node.dtype
             self.emit(f"{out} = {val};")
@@ -465,7 +515,7 @@ class Emitter:
     def _cat_chunk(self, node: OpNode, ix: str, lanes: list[str], tensors: list[OpNode], dim: int) -> str:
         """A cat where a whole chunk takes one branch: one test per chunk, and the branch's loads stay vectors."""
         rank = len(node.shape)
-        c0 = coords(lanes[0], node.shape)
+        c0 = self._coords(lanes[0], node.shape)
         outs = [self.fresh() for _ in lanes]
         self.emit(f"float {', '.join(outs)};")
         saved_memo, saved_loads = dict(self.memo), self.save_loads()
@@ -474,7 +524,7 @@ class Emitter:
         live = [t for t in tensors if len(t.shape) == rank and t.shape[dim]]
         for k, t in enumerate(live):
             end = start + t.shape[dim]
-            cond = f"{c0[dim]} < {end}LL" if k < len(live) - 1 else ""
+            cond = f"{c0[dim].expr} < {end}LL" if k < len(live) - 1 else ""
             self.emit(("if (" + cond + ") {") if k == 0 else ("} else if (" + cond + ") {" if cond else "} else {"))
             old = self.indent
             self.indent += "  "
@@ -482,9 +532,10 @@ class Emitter:
             self.uniform_depth += 1
             sstr = contiguous_strides(t.shape)
             for out, lane in zip(outs, lanes):
-                c = coords(lane, node.shape)
-                terms = [((f"({c[d]} - {start}LL)" if d == dim and start else c[d]), sstr[d]) for d in range(rank)]
-                val = self.value(t.name, self._as_var(linear(terms)))
+                c = self._coords(lane, node.shape)
+                size = t.shape[dim]
+                val = self.value(t.name, self._index(
+                    [(_in_branch(c[d], start, size) if d == dim else c[d], sstr[d]) for d in range(rank)]))
                 held = held and self.exact_in.get(val) == node.dtype
                 self.emit(f"{out} = {val};")
             self.indent = old
@@ -499,6 +550,43 @@ class Emitter:
             if held:
                 self.exact_in[out] = node.dtype
         return outs[lanes.index(ix)]
+
+
+def _in_branch(c: Digit, start: int, size: int) -> Digit:
+    """The cat coordinate ``c`` inside the branch of the input at ``start``: ``c - start``, in [0, size)."""
+    if not start:
+        return Digit(c.expr, size, c.origin, c.shift)
+    return Digit(f"({c.expr} - {start}LL)", size, c.origin, c.shift + start)
+
+
+def _align(form: tuple[tuple[tuple[Digit, int], ...], int], shape: tuple[int, ...]) -> list[Digit] | None:
+    """Coordinates in ``shape`` of sum(digit * stride) + offset when every digit sits on one dimension's
+    stride and stays inside it (with that dimension's share of the offset): then they are the digits."""
+    terms, offset = form
+    strides = contiguous_strides(shape)
+    if offset < 0 or offset >= math.prod(shape):
+        return None
+    extra = [(offset // strides[j]) % shape[j] for j in range(len(shape))]
+    if sum(o * st for o, st in zip(extra, strides)) != offset:
+        return None
+    out: list[Digit | None] = [None] * len(shape)
+    for g, st in terms:
+        if st == 0 or g.expr == "0":
+            continue
+        dims = [j for j in range(len(shape)) if strides[j] == st and shape[j] > 1]
+        if len(dims) != 1 or out[dims[0]] is not None or g.bound + extra[dims[0]] > shape[dims[0]]:
+            return None
+        out[dims[0]] = g
+    result = []
+    for j, g in enumerate(out):
+        o = extra[j]
+        if g is None:
+            result.append(Digit(str(o), o + 1))
+        elif o:
+            result.append(Digit(f"({g.expr} + {o}LL)", g.bound + o, g.origin, g.shift - o))
+        else:
+            result.append(g)
+    return result
 
 
 def _chunk_stays_in_one_input(shape: tuple[int, ...], dim: int, parts: list[tuple[int, ...]], vec: int) -> bool:

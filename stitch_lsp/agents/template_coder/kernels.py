@@ -1,7 +1,9 @@
 """The two kernel shapes of the template Coder, written from a fusion group.
 
-* Pointwise: a grid-stride loop; each thread takes UNROLL chunks of VEC elements
-  (16-byte loads and stores), issuing every load before the first store.
+* Pointwise: one pass, no loop; each thread takes one or two chunks of VEC elements
+  (16-byte loads and stores, about 8 elements a thread), issuing every load before the
+  first store. The math takes the cheaper exact-enough forms (op_table.FAST_POINTWISE,
+  the softplus / Mish patterns of the emitter) except where a value feeds a comparison.
 * Row reduction: one warp or one block per row of the last dimension(s); the row
   is held in registers, so softmax / LayerNorm / RMSNorm and whatever comes
   before and after them read each input once and write each output once.
@@ -273,7 +275,7 @@ def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str, threads:
     for k, prefix in enumerate(prefixes):
         body_stores += w.store(k, prefix, "" if k == 0 else f"ok{k}")
     body = em.lines + ["  " + l for l in body_stores]
-    grid = math.ceil(nchunk / (threads * unroll))
+    grid = max(1, math.ceil(nchunk / (threads * unroll)))  # an empty tensor still launches (and returns)
     src = PREAMBLE + f"""
 extern "C" __global__ void __launch_bounds__({threads}) {name}({w.signature()}) {{
   const long long q = (long long)blockIdx.x * {threads * unroll}LL + threadIdx.x;
