@@ -1,7 +1,9 @@
 """The CUDA preamble every template kernel starts with: types, vector loads and stores.
 
-Loads and stores move 16 bytes per instruction where the element count allows
-(float4 / uint4), and go through the read-only path (``__ldg``).
+Loads and stores move the widest aligned word the element count allows (16 bytes,
+else 8, 4 or 2), and loads go through the read-only path (``__ldg``). Row kernels
+merge (count, mean, sum of squared deviations) triples to get a mean and a
+variance from one pass over the data.
 """
 
 PREAMBLE = r"""
@@ -26,17 +28,35 @@ template <> __device__ __forceinline__ int stitch_from_float<int>(float v) { ret
 template <typename T>
 __device__ __forceinline__ float stitch_ld(const T* __restrict__ p, long long i) { return stitch_to_float(__ldg(p + i)); }
 
-// N consecutive elements from p (16-byte aligned when N * sizeof(T) is a multiple of 16).
+// The widest word (16, 8, 4 or 2 bytes) that N elements of T split into: N consecutive
+// elements start at a multiple of N elements from a 16-byte aligned base, so they are
+// aligned to that word. A row of 8 bools is one 8-byte load, not 8 byte loads.
+template <int N, typename T>
+struct stitch_word {
+  static constexpr int bytes = N * (int)sizeof(T);
+  static constexpr int width = bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
+  static constexpr bool wide = width > (int)sizeof(T) && sizeof(T) <= 4;
+  static constexpr int per = width / (int)sizeof(T);
+};
+template <int W> struct stitch_raw;
+template <> struct stitch_raw<16> { typedef uint4 type; };
+template <> struct stitch_raw<8> { typedef uint2 type; };
+template <> struct stitch_raw<4> { typedef unsigned int type; };
+template <> struct stitch_raw<2> { typedef unsigned short type; };
+template <> struct stitch_raw<1> { typedef unsigned char type; };
+
+// N consecutive elements from p, in the widest aligned words.
 template <int N, typename T>
 __device__ __forceinline__ void stitch_ldv(const T* __restrict__ p, float* o) {
-  constexpr int per = 16 / sizeof(T);
-  if constexpr (N % per == 0 && sizeof(T) <= 4) {
+  typedef stitch_word<N, T> W;
+  if constexpr (W::wide) {
+    typedef typename stitch_raw<W::width>::type R;
 #pragma unroll
-    for (int k = 0; k < N / per; ++k) {
-      uint4 raw = __ldg(reinterpret_cast<const uint4*>(p) + k);
+    for (int k = 0; k < N / W::per; ++k) {
+      R raw = __ldg(reinterpret_cast<const R*>(p) + k);
       const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-      for (int q = 0; q < per; ++q) o[k * per + q] = stitch_to_float(e[q]);
+      for (int q = 0; q < W::per; ++q) o[k * W::per + q] = stitch_to_float(e[q]);
     }
   } else {
 #pragma unroll
@@ -46,15 +66,16 @@ __device__ __forceinline__ void stitch_ldv(const T* __restrict__ p, float* o) {
 
 template <int N, typename T>
 __device__ __forceinline__ void stitch_stv(T* __restrict__ p, const float* v) {
-  constexpr int per = 16 / sizeof(T);
-  if constexpr (N % per == 0 && sizeof(T) <= 4) {
+  typedef stitch_word<N, T> W;
+  if constexpr (W::wide) {
+    typedef typename stitch_raw<W::width>::type R;
 #pragma unroll
-    for (int k = 0; k < N / per; ++k) {
-      uint4 raw;
+    for (int k = 0; k < N / W::per; ++k) {
+      R raw;
       T* e = reinterpret_cast<T*>(&raw);
 #pragma unroll
-      for (int q = 0; q < per; ++q) e[q] = stitch_from_float<T>(v[k * per + q]);
-      reinterpret_cast<uint4*>(p)[k] = raw;
+      for (int q = 0; q < W::per; ++q) e[q] = stitch_from_float<T>(v[k * W::per + q]);
+      reinterpret_cast<R*>(p)[k] = raw;
     }
   } else {
 #pragma unroll
@@ -104,6 +125,54 @@ __device__ __forceinline__ float stitch_min_nan(float a, float b) {
   return y;
 #else
   return (a != a || a < b) ? a : b;
+#endif
+}
+
+// (count, mean, M2 = sum of squared deviations) of a set merged with another set's
+// (Chan et al.). Written symmetrically, so both lanes of a butterfly shuffle get the
+// same bits; an empty set contributes nothing.
+__device__ __forceinline__ void stitch_moments_merge(float& n, float& mean, float& m2, float nb, float mb, float m2b) {
+  if (nb == 0.f) return;
+  if (n == 0.f) { n = nb; mean = mb; m2 = m2b; return; }
+  const float t = n + nb;
+#ifdef __CUDA_ARCH__
+  const float inv = __frcp_rn(t);  // counts are exact integers; one reciprocal instead of two divisions
+#else
+  const float inv = 1.f / t;
+#endif
+  const float d = mb - mean;
+  mean = (n * mean + nb * mb) * inv;
+  m2 = (m2 + m2b) + d * d * (n * nb * inv);
+  n = t;
+}
+
+// A thread's (count, mean, M2) from sums of (x - k) and (x - k)^2 around one of its own
+// values k: then sum((x-k)^2) <= (count + 1) * M2, so the subtraction loses no more than
+// log2(count + 1) bits, however far the data sit from zero.
+__device__ __forceinline__ void stitch_moments_local(float cnt, float s1, float s2, float k, float& n, float& mean, float& m2) {
+  n = cnt;
+  if (cnt == 0.f) { mean = 0.f; m2 = 0.f; return; }
+  const float d = s1 / cnt;
+  mean = k + d;
+  m2 = s2 - s1 * d;
+}
+
+// The number of SM identifiers (at least the SMs' count): how many blocks of one per SM run at once.
+__device__ __forceinline__ int stitch_nsm() {
+  unsigned n = 132;
+#ifdef __CUDA_ARCH__
+  asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+#endif
+  return (int)n;
+}
+
+// A hint that L2 should fetch the line holding p; no register waits for it.
+template <typename T>
+__device__ __forceinline__ void stitch_prefetch_l2(const T* p) {
+#ifdef __CUDA_ARCH__
+  asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
+#else
+  (void)p;
 #endif
 }
 
