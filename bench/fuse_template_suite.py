@@ -243,8 +243,12 @@ def run_edit_checks(entries: list[dict], ws: Path, timeout_s: float = 60.0) -> d
             if not r["ran"]:
                 outcome[name] = "failed: " + r["error"]
                 continue
-            saved = torch.load(results / f"{name}.pt")
-            ok, err = compare(saved["got"], saved["want"], None)
+            try:
+                saved = torch.load(results / f"{name}.pt")
+                ok, err = compare(saved["got"], saved["want"], None)
+            except Exception as exc:
+                outcome[name] = f"failed: cannot compare the results: {type(exc).__name__}: {exc}"[:400]
+                continue
             outcome[name] = "passed" if ok else f"failed: results differ from the reference (err ratio {err:.3g})"
         rest = [e for e in pending if e["task"] not in reported]
         if rest and not fatal:
@@ -430,9 +434,13 @@ def main() -> int:
             by_task[row["task"]] = row
         except Exception as exc:
             row["edit_check"] = f"failed: writing the edit: {type(exc).__name__}: {exc}"[:400]
-    for name, result in run_edit_checks(entries, ws, args.edit_check_s).items():
-        by_task[name]["edit_check"] = result
-    checked = {r["task"]: r["edit_check"] for r, _, _ in edits}
+    try:
+        for name, result in run_edit_checks(entries, ws, args.edit_check_s).items():
+            by_task[name]["edit_check"] = result
+    except Exception as exc:  # the table and the JSON are still written
+        for row in by_task.values():
+            row.setdefault("edit_check", f"failed: the edit check broke: {type(exc).__name__}: {exc}"[:400])
+    checked = {r["task"]: r.setdefault("edit_check", "failed: not checked") for r, _, _ in edits}
     edit = edit_check_summary(checked)
     print(json.dumps({"edit_check": edit, "failed": {k: v for k, v in checked.items() if v != "passed"}}), flush=True)
     good = [r for r in rows if r.get("correct")]

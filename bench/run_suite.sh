@@ -13,7 +13,7 @@
 #   suite-<coder>-<stamp>.json  the whole report (per-task results, summary, GPUs)
 #   suite-<coder>-<stamp>.log   the progress log
 #   suite-<coder>-<stamp>-run.tar.gz  the run directory (per-task plans, candidates, verdicts, shard logs)
-# Knobs (environment): CODER (template), BUDGET seconds after which no task starts (390),
+# Knobs (environment): COMMIT (the commit the run is of, for the header; default: git), CODER (template), BUDGET seconds after which no task starts (390),
 # TASK_TIMEOUT per task (150), HARD_LIMIT for the whole bench command (460, then Ctrl-C:
 # finished tasks are kept and reported), PART (I/N: every N-th task), PROFILE (misses:
 # Nsight Compute only on correct candidates short of a goal, to say why; all: every
@@ -55,7 +55,7 @@ CMD+=(--profile "$PROFILE")
 {
   echo "stitch bench suite run $STAMP (UTC)"
   echo "command: ${CMD[*]}"
-  echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "commit: ${COMMIT:-$(git -C "$ROOT" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}"
   echo "gpu: $(nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null | paste -sd ';' -)"
   "$PY" - <<'PYEOF' 2>&1
 import sys

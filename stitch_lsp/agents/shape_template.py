@@ -19,7 +19,15 @@ import re
 from stitch_lsp.agents.shapes import int_value
 from stitch_lsp.analysis.python_region import Region
 
-Dim = int | str  # a size, or the name of a dimension the template defines
+class _Var:
+    """A dimension not known yet: equated with others as the selection's ops require, then either
+    bound to a size the code fixes or written as a named dimension with a default size."""
+
+    def __init__(self, name: str, size: int, order: int) -> None:
+        self.name, self.size, self.order = name, size, order
+
+
+Dim = int | str | _Var  # a size, a size expression of __init__ arguments (``dim*4``), or a variable
 Shape = list[Dim]
 
 # Operands that are usually per-channel vectors when combined elementwise with a tensor.
@@ -69,23 +77,64 @@ class _Infer:
         self.dtypes: dict[str, str] = {n: d for n, (_, d) in known.items() if n in region.inputs}
         self.free = [n for n in region.inputs if n not in self.shapes]
         self.locals: dict[str, object] = {}
-        self.symbols: dict[str, int] = {}  # name -> default size, in order of creation
+        self.vars: list[_Var] = []  # in order of creation
+        self.bound: dict[_Var, Dim] = {}  # union-find: a variable -> what it equals
+        self.param_vars: dict[str, _Var] = {}  # __init__ arguments with no value, by name
         self.values = _int_values(values)
         self.taken = set(region.inputs) | set(region.function_params) | {p for p, _ in region.init_params}
         self.taken |= set(re.findall(r"\b[A-Za-z_]\w*\b", region.body))
         self.taken |= set(values)
         self.default: Shape | None = None
         floats = [d for d in self.dtypes.values() if d.startswith(("float", "bfloat"))]
-        self.float_dtype = floats[0] if floats else "float32"
+        self.float_dtype = floats[0] if floats else _parameter_dtype(region) or "float32"
 
     # -- dimensions ------------------------------------------------------------------------
-    def symbol(self, preferred: str, size: int) -> str:
+    def symbol(self, preferred: str, size: int) -> _Var:
         name, i = preferred, 2
         while name in self.taken:
             name, i = f"{preferred}{i}", i + 1
         self.taken.add(name)
-        self.symbols[name] = size
-        return name
+        var = _Var(name, size, len(self.vars))
+        self.vars.append(var)
+        return var
+
+    def find(self, d: Dim) -> Dim:
+        while isinstance(d, _Var) and d in self.bound:
+            d = self.bound[d]
+        return d
+
+    def unify(self, a: Dim, b: Dim) -> None:
+        """Record that two dimensions are equal (a size the code fixes wins; else the older name)."""
+        a, b = self.find(a), self.find(b)
+        if a is b or (not isinstance(a, _Var) and a == b):
+            return
+        if isinstance(a, _Var) and isinstance(b, _Var):
+            older, newer = (a, b) if a.order <= b.order else (b, a)
+            self.bound[newer] = older
+        elif isinstance(a, _Var):
+            self.bound[a] = b
+        elif isinstance(b, _Var):
+            self.bound[b] = a
+        # Two different sizes: the user's code or a guess disagrees; the template keeps the first.
+
+    def unify_tail(self, a: Shape, b: Shape, count: int | None = None) -> None:
+        """Equate the last ``count`` dimensions (all that both have by default), broadcasting 1s aside."""
+        n = min(len(a), len(b)) if count is None else min(count, len(a), len(b))
+        for x, y in zip(a[len(a) - n:], b[len(b) - n:]):
+            if self.find(x) != 1 and self.find(y) != 1:
+                self.unify(x, y)
+
+    def render(self, d: Dim) -> int | str:
+        d = self.find(d)
+        if isinstance(d, _Var):
+            return d.name
+        if isinstance(d, str):  # an expression of __init__ arguments: those now known become numbers
+            env = {n: v for n, var in self.param_vars.items() if isinstance(v := self.find(var), int)}
+            size = int_value(ast.parse(d, mode="eval"), env) if env else None
+            if size is not None:
+                return size
+            return ast.unparse(_Substitute(env).visit(ast.parse(d, mode="eval"))).replace(" ", "")
+        return d
 
     def default_shape(self) -> Shape:
         # Unrelated inputs share one default shape, so they combine without a broadcasting error.
@@ -108,8 +157,11 @@ class _Infer:
                 # __init__ arguments with no value yet: the comment defines them (build_task reads them
                 # there), and a size computed from them is written as that expression (``dim*4``).
                 for n in names:
-                    if n not in self.values and n not in self.symbols:
-                        self.symbols[n] = 1024
+                    if n not in self.values and n not in self.param_vars:
+                        self.taken.discard(n)
+                        self.param_vars[n] = self.symbol(n, 1024)
+                if isinstance(node, ast.Name):
+                    return self.param_vars[node.id]
                 known = _Substitute(self.values).visit(ast.parse(ast.unparse(node), mode="eval"))
                 return ast.unparse(known).replace(" ", "")
         return self.symbol(fallback, 1024)
@@ -132,15 +184,21 @@ class _Infer:
     def like(self, v, other: Shape) -> object:
         """``v`` combined elementwise with a tensor of shape ``other``."""
         if isinstance(v, _Free):
-            per_channel = _PER_CHANNEL.search(v.name) and len(other) > 1
-            return self.tensor(v, other[-1:] if per_channel else other)
+            if _PER_CHANNEL.search(v.name) and len(other) > 1:
+                return self.tensor(v, other[-1:])
+            if len(other) == 1:  # a per-channel vector (a parameter): v is the activation it scales
+                return self.tensor(v, [self.default_shape()[0]] + other)
+            return self.tensor(v, other)
         return v
 
-    def tensor(self, v, shape: Shape, dtype: str | None = None) -> object:
-        """``v`` where a tensor of ``shape`` is wanted (a free input takes that shape)."""
+    def tensor(self, v, shape: Shape, dtype: str | None = None, tail: int | None = None) -> object:
+        """``v`` where a tensor of ``shape`` is wanted: a free input takes that shape; a known one has
+        its last ``tail`` dimensions (all by default) equated with it."""
         if isinstance(v, _Free):
             got = self.assign(v.name, _t(shape) if v.transposed else shape, dtype)
             return _t(got) if v.transposed else got
+        if isinstance(v, list):
+            self.unify_tail(v, shape, tail)
         return v
 
     def value(self, node: ast.AST | None):
@@ -193,6 +251,7 @@ class _Infer:
             left = self.like(left, right)
         left, right = self.force(left), self.force(right)
         if isinstance(left, list) and isinstance(right, list):
+            self.unify_tail(left, right)
             return _broadcast(left, right)
         if isinstance(left, list) and right is SCALAR:
             return left
@@ -215,6 +274,7 @@ class _Infer:
                 right = self.force(right)
         if not (isinstance(left, list) and isinstance(right, list) and left and right):
             return None
+        self.unify(left[-1], right[-2] if len(right) >= 2 else right[0])
         if len(right) == 1:
             return left[:-1]
         if len(left) == 1:
@@ -229,8 +289,18 @@ class _Infer:
             call = ast.parse(need.init_source, mode="eval").body
         except SyntaxError:
             return None
-        while isinstance(call, ast.Call) and _callee(call).endswith("Parameter") and call.args:
-            call = call.args[0]
+        while True:  # nn.Parameter(0.5 * torch.randn(d).to(dtype)) -> torch.randn(d)
+            if isinstance(call, ast.Call) and _callee(call).endswith("Parameter") and call.args:
+                call = call.args[0]
+            elif isinstance(call, ast.BinOp) and isinstance(call.left, ast.Constant):
+                call = call.right
+            elif isinstance(call, ast.BinOp) and isinstance(call.right, ast.Constant):
+                call = call.left
+            elif isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                    and call.func.attr in ("to", "float", "half", "bfloat16", "contiguous", "clone", "cuda"):
+                call = call.func.value
+            else:
+                break
         if isinstance(call, ast.Call) and _callee(call).split(".")[-1] in ("randn", "rand", "ones", "zeros", "empty", "full"):
             args = call.args[:1] if _callee(call).endswith("full") else call.args
             if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
@@ -250,11 +320,11 @@ class _Infer:
         kind = _callee(ctor).split(".")[-1] if isinstance(ctor, ast.Call) else ""
         if kind == "Linear" and len(ctor.args) >= 2:
             fan_in, fan_out = self.dim_of(ctor.args[0], "K"), self.dim_of(ctor.args[1], "N")
-            x = self.tensor(x, [self.default_shape()[0], fan_in])
+            x = self.tensor(x, [self.default_shape()[0], fan_in], tail=1)
             return x[:-1] + [fan_out] if isinstance(x, list) and x else None
         if kind in _NORM_MODULES and ctor.args:
             width = self.dim_of(ctor.args[0], "D")
-            return self.tensor(x, [self.default_shape()[0], width])
+            return self.tensor(x, [self.default_shape()[0], width], tail=1)
         if kind == "Embedding" and len(ctor.args) >= 2:
             x = self.tensor(x, [self.default_shape()[0], self.symbol("T", 128)], "int64")
             return x + [self.dim_of(ctor.args[1], "D")] if isinstance(x, list) else None
@@ -375,6 +445,25 @@ class _Substitute(ast.NodeTransformer):
         return ast.Constant(self.values[node.id]) if node.id in self.values else node
 
 
+def _parameter_dtype(region: Region) -> str | None:
+    """The float dtype the module's used parameters are made in (``dtype=torch.bfloat16`` or a
+    constant naming it): inputs usually match it, and mixing them fails in eager."""
+    from stitch_lsp.agents.shapes import DTYPES
+
+    for need in region.self_needs:
+        m = re.search(r"\bdtype\s*=\s*([\w.]+)", need.init_source)
+        if not m:
+            continue
+        name = m.group(1)
+        if name in region.module_names:  # DTYPE = torch.bfloat16
+            c = re.search(r"=\s*torch\.(\w+)\s*$", region.module_names[name].strip())
+            name = "torch." + c.group(1) if c else name
+        dtype = DTYPES.get(name.removeprefix("torch."))
+        if dtype and dtype.startswith(("float", "bfloat")):
+            return dtype
+    return None
+
+
 def _callee(call: ast.AST) -> str:
     try:
         return ast.unparse(call.func)
@@ -429,6 +518,7 @@ def template_shapes(region: Region, known: dict[str, tuple[tuple[int, ...], str]
         infer.statement(stmt)
     for name in list(infer.free):
         infer.assign(name, infer.default_shape())
-    shapes = {n: (infer.shapes[n], infer.dtypes.get(n, infer.float_dtype)) for n in region.inputs}
+    shapes = {n: ([infer.render(d) for d in infer.shapes[n]], infer.dtypes.get(n, infer.float_dtype))
+              for n in region.inputs}
     used = {w for s, _ in shapes.values() for d in s if isinstance(d, str) for w in re.findall(r"[A-Za-z_]\w*", d)}
-    return {k: v for k, v in infer.symbols.items() if k in used}, shapes
+    return {v.name: v.size for v in infer.vars if v.name in used and v not in infer.bound}, shapes

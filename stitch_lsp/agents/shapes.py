@@ -62,6 +62,14 @@ def comment_entries(lines: list[str], start_line: int) -> tuple[dict[str, Tensor
     return specs, values, line_no
 
 
+def comment_block(lines: list[str], start_line: int) -> tuple[int, int]:
+    """The lines ``[first, start_line)`` of the ``# stitch:`` comments right above ``start_line`` (empty if none)."""
+    first = start_line
+    while first > 0 and _COMMENT.search(lines[first - 1]) and lines[first - 1].strip().startswith("#"):
+        first -= 1
+    return first, start_line
+
+
 def read_comment(lines: list[str], start_line: int) -> tuple[dict[str, TensorSpec], dict[str, str], int | None, list[str]]:
     """(specs, values, the comment's line, problems) of the ``# stitch:`` lines right above ``start_line``.
 
@@ -303,7 +311,11 @@ def comment_template(region: Region, known: ShapeResult | None = None) -> str:
 
     given = {n: (s.shape, s.dtype) for n, s in (known.specs.items() if known else [])}
     symbols, shapes = template_shapes(region, given, known.values if known else None)
-    parts = [f"{name}={size}" for name, size in symbols.items()]
+    # Sizes and __init__ arguments the user already wrote in a comment stay (the template replaces it).
+    kept = {n: v for n, v in (known.values.items() if known else [])
+            if known.sources.get(n) == "comment" and n not in symbols}
+    parts = [f"{name}={value}" for name, value in kept.items()]
+    parts += [f"{name}={size}" for name, size in symbols.items()]
     for name in region.inputs:
         shape, dtype = shapes[name]
         parts.append(f"{name}=[{','.join(str(d) for d in shape)}] {dtype}")

@@ -81,7 +81,8 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
     needed_names |= _names_in(region.body)
     constants = []
     for cname, text in region.module_names.items():
-        constants.append(text)
+        if text not in constants:  # `M, N = 8192, 4096` defines both
+            constants.append(text)
         needed_names |= _names_in(text)
     imports = task_imports(region.imports, needed_names)
     init_param_names = [p for p, _ in region.init_params]

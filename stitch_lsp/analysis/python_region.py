@@ -171,6 +171,9 @@ def _module_facts(root: ts.Node, src: bytes) -> tuple[set[str], dict[str, str], 
             left = a.child_by_field_name("left")
             if left is not None and left.type == "identifier":
                 constants[_text(src, left)] = _text(src, stmt)
+            elif left is not None and left.type in ("pattern_list", "tuple_pattern"):
+                for name in _targets(left, src):  # M, N = 8192, 4096: each name, the one statement
+                    constants[name] = _text(src, stmt)
         elif stmt.type in ("function_definition", "class_definition"):
             defined.add(_text(src, stmt.child_by_field_name("name")))
         elif stmt.type == "decorated_definition":
@@ -276,6 +279,9 @@ def extract_region(source: str, start_line: int, end_line: int, path: str = "") 
     if cls is not None and cls.type != "class_definition":
         cls = None
     region.class_name = _text(src, cls.child_by_field_name("name")) if cls is not None else None
+    if cls is not None and region.function == "__init__":
+        region.problems.append("the selection is in __init__, which builds the module: select code from forward")
+        return region
     params = []
     for p in func.child_by_field_name("parameters").named_children:
         name_node = p if p.type == "identifier" else (p.child_by_field_name("name") or (p.named_children[0] if p.named_children else None))

@@ -86,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"stitch fuse: shape recorder: {why}", file=sys.stderr)
     if prepared.task is None:
         print(f"stitch fuse: cannot fuse {args.target}: {prepared.problem}", file=sys.stderr)
+        if prepared.missing_shapes and not prepared.region.problems and prepared.shapes is not None:
+            # What the editor's quick fix would insert: shapes consistent with the selection's ops.
+            from stitch_lsp.agents.shapes import comment_template
+
+            print(f"stitch fuse: for example, above line {prepared.region.range.start.line + 1}:\n"
+                  + comment_template(prepared.region, prepared.shapes), file=sys.stderr)
         return 1
     verifier, why = (None, "--no-verify") if args.no_verify else _verifier(settings, root)
     if verifier is None and not args.no_verify:

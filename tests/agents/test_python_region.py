@@ -72,3 +72,24 @@ def test_outside_a_function_and_nothing_used_after():
     assert any("inside a function" in p for p in r.problems)
     r = extract_region("def f(x):\n    y = x * 2\n    return x\n", 1, 1)
     assert any("used after" in p for p in r.problems)
+
+
+def test_a_selection_in_init_is_refused_with_the_reason():
+    r = extract_region(SRC, line_of("self.up = nn.Linear"), line_of("self.norm = nn.LayerNorm"), "block.py")
+    assert any("__init__" in p and "forward" in p for p in r.problems), r.problems
+
+
+def test_tuple_assigned_module_constants_reach_the_task():
+    src = (
+        "import torch\n\nM, N = 64, 80\nSCALE = 1.0 / N\n\n\n"
+        "def f(x):\n    # stitch: x=[64,80] float32\n    y = torch.relu(x) * SCALE + M\n    return y\n"
+    )
+    from stitch_lsp.agents.fuse_region import prepare
+    from stitch_lsp.settings import Settings
+
+    p = prepare(src, "m.py", 8, 8, Settings())
+    assert p.task is not None, p.problem
+    assert p.task.source.count("M, N = 64, 80") == 1 and "SCALE = 1.0 / N" in p.task.source
+    assert p.task.source.index("M, N = 64, 80") < p.task.source.index("SCALE = 1.0 / N")
+    ns: dict = {}
+    exec(compile(p.task.source, "task", "exec"), ns)

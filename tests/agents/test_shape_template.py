@@ -97,6 +97,37 @@ SELECTIONS = [
                 y = torch.nn.functional.gelu(h) + r
                 return y
         """, "h = self.up", 2),
+    ("norm-after-the-add", """
+        import torch
+        from torch import nn
+
+        DTYPE = torch.bfloat16
+
+        class Block(nn.Module):
+            def __init__(self, hidden=256):
+                super().__init__()
+                self.norm = nn.LayerNorm(hidden, dtype=DTYPE)
+
+            def forward(self, x, residual):
+                h = self.norm(x + residual)
+                y = torch.nn.functional.silu(h)
+                return y
+        """, "h = self.norm", 2),
+    ("scaled-parameter", """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        M, N = 64, 80
+
+        class Bias(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.bias = nn.Parameter(0.5 * torch.randn(features))
+
+            def forward(self, x):
+                return F.gelu(x + self.bias)
+        """, "return F.gelu", 1),
     ("bmm-batched", """
         import torch
 
@@ -112,6 +143,10 @@ SELECTIONS = [
             return z
         """, "z = torch", 1),
 ]
+
+
+def _case(case_id: str) -> str:
+    return next(text for cid, text, _, _ in SELECTIONS if cid == case_id)
 
 
 def _region(text: str, needle: str, count: int):
@@ -131,7 +166,7 @@ def _with_template(text: str, needle: str, count: int) -> tuple[str, int, int, s
 
 
 def test_bug_report_template_never_gives_w_the_shape_of_x():
-    src, start, end = _region(SELECTIONS[0][1], "y = F.gelu", 1)
+    src, start, end = _region(_case("matmul-epilogue"), "y = F.gelu", 1)
     region = extract_region(src, start, end, "m.py")
     comment = comment_template(region, resolve(region, src, {"x": "8x1024 float32"}))
     assert "x=[8,1024] float32" in comment
@@ -140,14 +175,45 @@ def test_bug_report_template_never_gives_w_the_shape_of_x():
 
 
 def test_transposed_weight_takes_out_features_first():
-    src, start, end = _region(SELECTIONS[3][1], "y = torch.sigmoid", 1)
+    src, start, end = _region(_case("transposed-weight"), "y = torch.sigmoid", 1)
     region = extract_region(src, start, end, "m.py")
     comment = comment_template(region, resolve(region, src, {"x": "8x1024 float32"}))
     assert "w=[N,1024]" in comment and "b=[N]" in comment, comment
 
 
+def test_template_keeps_what_the_comment_it_replaces_says():
+    src, start, end = _region(_case("module-linear-from-init-arg"), "h = self.up", 2)
+    lines = src.splitlines()
+    lines.insert(start, "        # stitch: dim=64, x=[8,dim] bf16")
+    text = "\n".join(lines)
+    region = extract_region(text, start + 1, end + 1, "m.py")
+    comment = comment_template(region, resolve(region, text))
+    assert comment.strip().startswith("# stitch: dim=64,") and "x=[8,64] bfloat16" in comment, comment
+    assert "r=[8,256] bfloat16" in comment, comment  # dim * mult with dim=64 and mult's default 4
+    lines[start] = comment
+    replaced = "\n".join(lines)
+    p = prepare(replaced, "m.py", start + 1, end + 1, Settings())
+    assert p.task is not None and "dim = 64" in p.task.source, p.problem
+
+
+def test_a_later_op_fixes_a_size_an_earlier_one_left_open():
+    """x + residual leaves the width open; the LayerNorm(hidden=256) after it fixes it, in bf16 like its weights."""
+    src, start, end = _region(_case("norm-after-the-add"), "h = self.norm", 2)
+    region = extract_region(src, start, end, "m.py")
+    comment = comment_template(region, resolve(region, src))
+    assert "x=[B,256] bfloat16" in comment and "residual=[B,256] bfloat16" in comment, comment
+    assert "D=" not in comment
+
+
+def test_a_parameter_made_from_an_init_argument_names_it():
+    src, start, end = _region(_case("scaled-parameter"), "return F.gelu", 1)
+    region = extract_region(src, start, end, "m.py")
+    comment = comment_template(region, resolve(region, src))
+    assert "features=1024" in comment and "x=[B,features]" in comment, comment
+
+
 def test_named_dimensions_parse_and_unknown_names_are_reported():
-    src, start, end = _region(SELECTIONS[0][1], "y = F.gelu", 1)
+    src, start, end = _region(_case("matmul-epilogue"), "y = F.gelu", 1)
     lines = src.splitlines()
     lines.insert(start, "    # stitch: B=4, K=64, x=[B,K] bf16, w=[K, 32] bf16, b=[32] bf16, scale=[32] bf16")
     ok = "\n".join(lines)

@@ -135,6 +135,22 @@ def test_cli_says_why_a_task_cannot_be_fused(tmp_path, needle, says):
     assert _user_files(tmp_path) == before
 
 
+def test_cli_suggests_a_shape_comment_consistent_with_the_selection(tmp_path):
+    text = MODEL + "\n\ndef project(x, w, b):\n    y = F.gelu(x @ w + b)\n    return y\n"
+    model = _workspace(tmp_path, text)
+    line = _line(text, "y = F.gelu(x @ w")
+    run = _cli(model, line, line)
+    assert run.returncode == 1 and "no shapes for x, w, b" in run.stderr, run.stderr
+    suggested = run.stderr.strip().splitlines()[-1]
+    assert suggested.strip() == "# stitch: B=8, D=1024, N=1024, x=[B,D] float32, w=[D,N] float32, b=[N] float32"
+    # Pasted above the selection, it is enough to fuse (here: planned and generated, no GPU).
+    model.write_text(text.replace("    y = F.gelu(x @ w", suggested + "\n    y = F.gelu(x @ w"))
+    again = subprocess.run([sys.executable, "-m", "stitch_lsp.cli", "fuse", f"{model}:{line + 2}-{line + 2}",
+                            "--no-record", "--no-verify"], capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert again.returncode == 0 and "Generated" in again.stdout, again.stdout + again.stderr
+
+
 def test_cli_reports_a_file_with_syntax_errors(tmp_path):
     broken = MODEL.replace("    return w\n", "    return w +\n")
     assert broken != MODEL

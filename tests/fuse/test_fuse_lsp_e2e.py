@@ -162,11 +162,13 @@ async def test_shape_comment_quick_fix_is_consistent_with_the_matmul_and_makes_t
         assert "w=[1024," in comment and "w=[8," not in comment, comment  # w's first dim is x's last
         n = comment.split("w=[1024,")[1].split("]")[0]
         assert f"b=[{n}]" in comment and f"scale=[{n}]" in comment, comment
-        new_text = MATMUL_FILE.replace("    y = F.gelu", edit.new_text + "    y = F.gelu")
+        # It replaces the partial comment (one comment, not two).
+        assert (edit.range.start.line, edit.range.end.line) == (line - 1, line)
+        new_text = MATMUL_FILE.replace("    # stitch: x=[8,1024] float32\n", edit.new_text)
         client.text_document_did_change(lsp.DidChangeTextDocumentParams(
             text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
             content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=new_text)]))
-        actions = await _actions(client, uri, line + 1, line + 1)
+        actions = await _actions(client, uri, line, line)
         runnable = [a for a in actions if a.title.startswith("Stitch: fuse") and a.command is not None]
         assert runnable and not any(a.disabled for a in actions), [(a.title, a.disabled) for a in actions]
 

@@ -24,7 +24,7 @@ from stitch_lsp.reports.verdict_hints import generated_module_hints
 from stitch_lsp.agents.fuse_region import prepare
 from stitch_lsp.agents.fuse_service import FuseOutcome, fuse_task
 from stitch_lsp.agents.llm_coder import key_configured
-from stitch_lsp.agents.shapes import comment_template, resolve
+from stitch_lsp.agents.shapes import comment_block, comment_template, resolve
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
 from stitch_lsp.jobs import JobSpec
@@ -82,13 +82,14 @@ class Fuser:
         if shapes.missing and self.server.trusted and "def get_inputs" in doc.source:
             shapes.missing = []  # the job records them by running the file's get_inputs()
         if shapes.missing:
-            line = region.range.start.line
+            # The template replaces a `# stitch:` comment already there (keeping what it says).
+            first, line = comment_block(doc.source.splitlines(), region.range.start.line)
             comment = comment_template(region, shapes) + "\n"
             fix = lsp.CodeAction(
                 title="Stitch: add a shape comment for " + ", ".join(shapes.missing),
                 kind=lsp.CodeActionKind.QuickFix,
                 edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(
-                    range=lsp.Range(start=lsp.Position(line, 0), end=lsp.Position(line, 0)), new_text=comment)]}),
+                    range=lsp.Range(start=lsp.Position(first, 0), end=lsp.Position(line, 0)), new_text=comment)]}),
             )
             disabled = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.RefactorRewrite,
                                       disabled=lsp.CodeActionDisabled(
