@@ -1,13 +1,20 @@
-"""The two kernel shapes of the template Coder, written from a fusion group.
+"""The kernel shapes of the template Coder, written from a fusion group.
 
 * Pointwise: one pass, no loop; each thread takes one or two chunks of VEC elements
   (16-byte loads and stores, about 8 elements a thread), issuing every load before the
   first store. The math takes the cheaper exact-enough forms (op_table.FAST_POINTWISE,
   the softplus / Mish patterns of the emitter) except where a value feeds a comparison.
-* Row reduction: one warp or one block per row of the last dimension(s); the row
-  is held in registers, so softmax / LayerNorm / RMSNorm and whatever comes
-  before and after them read each input once and write each output once.
-  Reductions go through warp shuffles (and shared memory across warps) in fp32.
+* Row reduction: a warp or part of a block per row of the last dimension(s)
+  (``row_config``); the row is held in registers, so softmax / LayerNorm / RMSNorm
+  and whatever comes before and after them read each input once and write each
+  output once. Reductions that do not depend on one another share a pass and a
+  barrier; a mean and the variance around it are one pass (per-thread sums around
+  the thread's own first value, merged with Chan's formula as offsets from the row's
+  first value). Rows too long for registers (GroupNorm) are streamed: statistics in
+  one pass, outputs in a second that walks the row backwards to find it in L2.
+  Everything reduces in fp32 through warp shuffles, then shared memory across warps.
+* Column reduction (a middle dimension): a thread takes VEC adjacent columns, each
+  column's reduction split over 8 to 32 threads and combined in shared memory.
 
 Shapes are the Task's (concrete): sizes are compile-time constants.
 """
