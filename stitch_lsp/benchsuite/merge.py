@@ -1,10 +1,12 @@
 """Combine the reports of runs that each covered part of a suite (``stitch bench --part I/N``)
 into one table and summary:
 
-    python -m stitch_lsp.benchsuite.merge A.json B.json [--out PREFIX]
+    python -m stitch_lsp.benchsuite.merge A.json B.json [--out PREFIX] [--details RUN_DIR ...]
 
 Rates and fast_p are recomputed over all tasks of all parts; a task in several reports
 keeps its latest result. The copy bandwidth is the median over the GPUs measured.
+``--details`` re-reads each task's kept verdict (RUN_DIR/details/<task>.json) and
+recomputes the figures derived from it, for reports written before a figure existed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from stitch_lsp.benchsuite.results import BenchReport, RunInfo
+from stitch_lsp.benchsuite.outcome import kernel_figures
+from stitch_lsp.benchsuite.results import BenchReport, RunInfo, TaskDetail
 from stitch_lsp.benchsuite.stats import summarise
 from stitch_lsp.benchsuite.table import render
 from stitch_lsp.serde import from_json, to_json
@@ -52,13 +55,34 @@ def merge(reports: list[BenchReport]) -> BenchReport:
     return BenchReport(run=run, summary=summarise(ordered, total, copy), results=ordered, not_run=missing)
 
 
+def refresh_from_details(report: BenchReport, run_dirs: list[Path]) -> int:
+    """Kernel-time figures recomputed from the verdicts kept under each run's details/; how many."""
+    refreshed = 0
+    for result in report.results:
+        for run_dir in run_dirs:
+            path = run_dir / "details" / f"{result.name}.json"
+            if not path.is_file():
+                continue
+            detail = from_json(path.read_text(encoding="utf-8"), TaskDetail)
+            if detail.verdict is not None:
+                result.kernel_us, result.kernel_gbs = kernel_figures(detail.verdict, result.min_bytes)
+                refreshed += 1
+            break
+    return refreshed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stitch_lsp.benchsuite.merge", description=__doc__.split("\n\n")[0])
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="write PREFIX.json and PREFIX.txt")
+    parser.add_argument("--details", type=Path, action="append", default=[], metavar="RUN_DIR",
+                        help="a run directory whose details/ verdicts refresh the derived figures (repeatable)")
     args = parser.parse_args(argv)
     try:
-        merged = merge([from_json(p.read_text(encoding="utf-8"), BenchReport) for p in args.reports])
+        reports = [from_json(p.read_text(encoding="utf-8"), BenchReport) for p in args.reports]
+        for report in reports:
+            refresh_from_details(report, args.details)
+        merged = merge(reports)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         print(f"merge: {exc}", file=sys.stderr)
         return 2

@@ -88,6 +88,15 @@ def why_not_correct(verdict: Verdict) -> str:
     return _one_line(verdict.summary or verdict.correctness.message or verdict.status.value)
 
 
+def kernel_figures(verdict: Verdict, min_bytes: int | None) -> tuple[float | None, float | None]:
+    """The candidate kernels' total duration in the profile (µs) and the bandwidth that implies."""
+    durations = [k.duration_us for k in verdict.profile.kernels if k.role == "candidate"]
+    if not durations or any(d is None or d <= 0 for d in durations):
+        return None, None
+    total = sum(durations)
+    return total, (min_bytes / (total * 1e-6) / 1e9 if min_bytes else None)
+
+
 def plan_bytes(plan: Plan | None) -> int | None:
     if plan is None:
         return None
@@ -156,6 +165,7 @@ def to_result(
         result.profile_note = _one_line(f"profile {verdict.profile.status}: {verdict.profile.message}")
     if result.min_bytes and result.candidate_ms:
         result.achieved_gbs = result.min_bytes / (result.candidate_ms * 1e-3) / 1e9
+    result.kernel_us, result.kernel_gbs = kernel_figures(verdict, result.min_bytes)
     if verdict.status is VerdictStatus.CORRECT and not verdict.hack_flags:
         notes = []
         if candidate.uncovered_ops:

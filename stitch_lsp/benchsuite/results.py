@@ -39,7 +39,11 @@ class TaskResult:
     bound_source: str = ""  # "profile" | "task"
     pct_of_peak: float | None = None  # the profiled bottleneck's throughput, % of the device peak
     min_bytes: int | None = None  # fewest bytes the task must move (task index or plan)
-    achieved_gbs: float | None = None  # min_bytes / candidate time
+    achieved_gbs: float | None = None  # min_bytes / candidate time (the timed call, host side included)
+    # The candidate's kernels alone (their durations in the Nsight Compute profile, when it ran):
+    # min_bytes / kernel time is the bandwidth its kernels reach, free of launch and host costs.
+    kernel_us: float | None = None
+    kernel_gbs: float | None = None
     kernels: int = 0  # candidate kernels profiled
     profile_note: str = ""  # what the profile shows about the bottleneck kernel, in one line
     hack_flags: list[str] = field(factory=list)

@@ -43,6 +43,8 @@ def render_rows(results: list[TaskResult], copy_gbs: float | None, width: int = 
             cell = cell[: width - 1] + "…"
         bound = r.bound + ("?" if r.bound and r.bound_source == "task" else "")
         copy = _pct(pct_of_copy(r, copy_gbs)) if r.bound == "memory" else ""
+        if copy and copy != "—" and not r.kernel_gbs:
+            copy = "~" + copy  # from the timed call: no profile of the kernels alone
         rows.append((r.name, cell, _x(r.speedup_vs_eager), _x(r.speedup_vs_compile), _ms(r.eager_ms),
                      _ms(r.compile_ms), _ms(r.candidate_ms), bound or "—", _pct(r.pct_of_peak), copy))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -134,5 +136,7 @@ def render(report: BenchReport) -> str:
         parts.append(f"not run ({why}): {len(report.not_run)}: " + ", ".join(report.not_run[:12])
                      + (" …" if len(report.not_run) > 12 else ""))
     parts.append("bound: from the Nsight Compute profile; '?' = the task's expected bound (no profile). "
-                 "% copy BW = the task's minimum bytes / kernel time, against the copy bandwidth measured in this run.")
+                 "% copy BW = the task's minimum bytes / the candidate kernels' time in the Nsight Compute profile "
+                 "('~': / the timed call's time, launch and host costs included, where no profile ran), "
+                 "against the copy bandwidth measured in this run.")
     return "\n".join(parts)

@@ -85,3 +85,23 @@ def test_compare_two_runs(tmp_path):
     pb.write_text(to_json(after))
     assert compare_main([str(pa), str(pb)]) == 0
     assert compare_main([str(pa), str(tmp_path / "nope.json")]) == 2
+
+
+def test_merge_refreshes_kernel_figures_from_kept_verdicts(tmp_path):
+    """Reports written before the kernel-time bandwidth existed get it from their run's details/."""
+    from stitch_lsp.benchsuite.results import TaskDetail
+    from stitch_lsp.verdict import KernelProfile, Profile, Verdict, VerdictStatus
+
+    old = report("1", [TaskResult(name="pw_a", status="correct", speedup_vs_eager=2.0, bound="memory",
+                                  min_bytes=300_000_000, achieved_gbs=1500.0)], [], 3000.0, "2026-01-01T00:00")
+    run = tmp_path / "run"
+    (run / "details").mkdir(parents=True)
+    verdict = Verdict(status=VerdictStatus.CORRECT, summary="",
+                      profile=Profile(kernels=[KernelProfile(name="k", role="candidate", duration_us=125.0)]))
+    (run / "details" / "pw_a.json").write_text(to_json(TaskDetail(name="pw_a", verdict=verdict)))
+    (tmp_path / "old.json").write_text(to_json(old))
+    assert merge_main([str(tmp_path / "old.json"), "--details", str(run), "--out", str(tmp_path / "new")]) == 0
+    merged = from_json((tmp_path / "new.json").read_text(), BenchReport)
+    assert merged.results[0].kernel_us == pytest.approx(125.0)
+    assert merged.results[0].kernel_gbs == pytest.approx(2400.0)
+    assert merged.summary.memory_bound_at_80pct == 1  # 2400 of 3000 GB/s; the call's 1500 would be 50 %

@@ -82,3 +82,31 @@ def test_compile_geomean_counts_its_own_tasks():
     assert summary.geomean_vs_compile == pytest.approx(1.2)
     text = render_summary(summary)
     assert "2.83x vs eager; 1.20x vs torch.compile (over 1: torch.compile failed" in text
+
+
+def test_copy_share_uses_the_kernels_own_time_when_profiled():
+    """Launch and host costs are not the kernel's: a profiled kernel time wins over the call's."""
+    from stitch_lsp.benchsuite.table import render_rows
+
+    called = r("called", eager=1.0, gbs=1500.0)
+    profiled = r("profiled", eager=1.0, gbs=1500.0)
+    profiled.kernel_gbs = 2700.0
+    assert pct_of_copy(called, 3000.0) == pytest.approx(50.0)
+    assert pct_of_copy(profiled, 3000.0) == pytest.approx(90.0)
+    summary = summarise([called, profiled], 2, copy_gbs=3000.0)
+    assert summary.memory_bound_at_80pct == 1
+    table = render_rows([called, profiled], 3000.0)
+    assert "~50%" in table and "90%" in table and "~90%" not in table
+
+
+def test_kernel_figures_sum_the_candidate_kernels():
+    from stitch_lsp.benchsuite.outcome import kernel_figures
+    from stitch_lsp.verdict import KernelProfile, Profile, Verdict, VerdictStatus
+
+    verdict = Verdict(status=VerdictStatus.CORRECT, summary="", profile=Profile(kernels=[
+        KernelProfile(name="a", role="candidate", duration_us=60.0),
+        KernelProfile(name="b", role="candidate", duration_us=40.0),
+        KernelProfile(name="ref", role="reference", duration_us=500.0)]))
+    us, gbs = kernel_figures(verdict, 300_000_000)
+    assert us == pytest.approx(100.0) and gbs == pytest.approx(3000.0)
+    assert kernel_figures(Verdict(status=VerdictStatus.CORRECT, summary=""), 300_000_000) == (None, None)
