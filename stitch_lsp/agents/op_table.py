@@ -68,15 +68,19 @@ def _alpha(args, kw, sign: str) -> str:
     return "({a} %s {b})" % sign if alpha in (1, 1.0) else "({a} %s %s * {b})" % (sign, c_float(alpha))
 
 
-def _clamp(args, kw) -> str:
+def _clamp_with(args, kw, lower, upper) -> str:
     lo = kw.get("min", args[1] if len(args) > 1 else None)
     hi = kw.get("max", args[2] if len(args) > 2 else None)
     expr = "{a}"
     if lo is not None:
-        expr = f"({expr} < {c_float(lo)} ? {c_float(lo)} : {expr})"
+        expr = lower(expr, c_float(lo))
     if hi is not None:
-        expr = f"({expr} > {c_float(hi)} ? {c_float(hi)} : {expr})"
+        expr = upper(expr, c_float(hi))
     return expr
+
+
+def _clamp(args, kw) -> str:
+    return _clamp_with(args, kw, lambda e, v: f"({e} < {v} ? {v} : {e})", lambda e, v: f"({e} > {v} ? {v} : {e})")
 
 
 def _pow_scalar(args, kw) -> str:
@@ -251,14 +255,7 @@ def _fast_elu(args, kw, half: bool) -> str:
 
 
 def _fast_clamp(args, kw) -> str:
-    lo = kw.get("min", args[1] if len(args) > 1 else None)
-    hi = kw.get("max", args[2] if len(args) > 2 else None)
-    expr = "{a}"
-    if lo is not None:
-        expr = f"stitch_max_nan({expr}, {c_float(lo)})"
-    if hi is not None:
-        expr = f"stitch_min_nan({expr}, {c_float(hi)})"
-    return expr
+    return _clamp_with(args, kw, lambda e, v: f"stitch_max_nan({e}, {v})", lambda e, v: f"stitch_min_nan({e}, {v})")
 
 
 # Cheaper expressions the pointwise kernels use where a value does not feed a comparison or rounding (see

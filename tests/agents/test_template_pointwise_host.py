@@ -149,8 +149,6 @@ def _run_program(prog: dict, tensors: list, tmp: Path):
 
 def _check(source: str, tmp: Path, sizes: dict | None = None, cases=("random", "nan", "inf", "large", "denormal")):
     """Trace ``source`` at ``sizes``, lower it, run its kernels on the host and compare with eager."""
-    from stitch_lsp.worker import inputs as inp
-    from stitch_lsp.worker.compare import compare
     from stitch_lsp.worker.trace_handler import trace_task
 
     if sizes:
@@ -159,6 +157,15 @@ def _check(source: str, tmp: Path, sizes: dict | None = None, cases=("random", "
     assert reply.ok, reply.message
     program = lower(reply.graph)
     assert program.kernels and all(k.kind == "pointwise" for k in program.kernels), program.notes
+    check_against_eager(source, program, cases, tmp)
+    return program
+
+
+def check_against_eager(source: str, program, cases, tmp: Path) -> None:
+    """Run the lowered program on the host for each input case and compare with eager PyTorch."""
+    from stitch_lsp.worker import inputs as inp
+    from stitch_lsp.worker.compare import compare
+
     prog = program_data(program)
     ns: dict = {}
     exec(compile(source, "task", "exec"), ns)
@@ -175,7 +182,6 @@ def _check(source: str, tmp: Path, sizes: dict | None = None, cases=("random", "
         got = _run_program(prog, state + [v.clone() for v in values], tmp)
         result = compare(ref, got)
         assert result.passed, f"{case}: {result.detail}"
-    return program
 
 
 BENCH = {

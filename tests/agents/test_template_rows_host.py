@@ -102,8 +102,6 @@ def _driver(source: str, name: str, params: list[tuple[str, str]], n_in: int, gr
 def _check(name: str, tmp: Path, monkeypatch, sizes: dict, config=None,
            cases=("random", "nan", "inf", "large", "denormal")):
     """Trace the bench task at ``sizes``, lower it (with ``config`` forced), run on the host, compare."""
-    from stitch_lsp.worker import inputs as inp
-    from stitch_lsp.worker.compare import compare
     from stitch_lsp.worker.trace_handler import trace_task
 
     source = (REPO / "bench" / "tasks" / f"{name}.py").read_text()
@@ -118,22 +116,7 @@ def _check(name: str, tmp: Path, monkeypatch, sizes: dict, config=None,
     if config is not None:
         assert all(k.block == config.block for k in program.kernels)
     monkeypatch.setattr(host, "_driver", _driver)
-    prog = program_data(program)
-    ns: dict = {}
-    exec(compile(source, "task", "exec"), ns)
-    torch.manual_seed(0)
-    model = ns["Model"](*ns["get_init_inputs"]())
-    state = [t.detach() for t in list(model.parameters()) + list(model.buffers())]
-    for case in cases:
-        torch.manual_seed(1)
-        values = ns["get_inputs"]()
-        if case != "random":
-            values = inp.adversarial(values, case, 3)
-        with torch.no_grad():
-            ref = model(*[v.clone() for v in values])
-        got = host._run_program(prog, state + [v.clone() for v in values], tmp)
-        result = compare(ref, got)
-        assert result.passed, f"{case}: {result.detail}"
+    host.check_against_eager(source, program, cases, tmp)
     return program
 
 
