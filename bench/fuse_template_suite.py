@@ -143,9 +143,20 @@ def copy_bandwidth() -> float:
 # the tasks left.
 EDIT_CHILD = r"""
 import importlib, importlib.util, json, sys, traceback
+
+
+class _NoStitch:
+    # A user's machine without Stitch: -I drops PYTHONPATH, but an installed Stitch (pip install
+    # -e . puts it in site-packages) would still import, so imports of it fail here outright.
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "stitch_lsp":
+            raise ModuleNotFoundError(f"No module named {name!r} (the edit check runs without Stitch)")
+        return None
+
+
+sys.meta_path.insert(0, _NoStitch())
 spec_path, ws, results = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, ws)
-assert importlib.util.find_spec("stitch_lsp") is None, "Stitch is importable in the edit check"
 import torch
 device = "cuda" if torch.cuda.is_available() else "cpu"
 print(json.dumps({"ready": True}), flush=True)

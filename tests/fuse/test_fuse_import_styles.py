@@ -212,11 +212,18 @@ def test_generated_task_and_kernel_modules_import_what_they_use(tmp_path, text, 
     (kernels / "fused.py").write_text(edit_module(lower(plan.graph), loader_import=f"from .{LOADER_MODULE} import load_kernel",
                                                   func_name="fused", header="test"))
     assert undefined_globals((kernels / "fused.py").read_text()) == set()
-    # A fresh interpreter that cannot import Stitch (-I: no PYTHONPATH, no user site) runs the Task
-    # on CPU and imports the edit's module.
+    # A fresh interpreter that cannot import Stitch (-I: no PYTHONPATH, no user site; and a finder
+    # that refuses it, since an installed Stitch sits in site-packages) runs the Task on CPU and
+    # imports the edit's module.
     probe = textwrap.dedent(f"""
         import importlib.util, json, sys
-        assert importlib.util.find_spec("stitch_lsp") is None, "Stitch is importable"
+
+        class NoStitch:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "stitch_lsp":
+                    raise ModuleNotFoundError(name)
+
+        sys.meta_path.insert(0, NoStitch())
         ns = {{"__name__": "reference"}}
         exec(compile(open({str(task_dir / 'reference.py')!r}).read(), "reference.py", "exec"), ns)
         model = ns["Model"](*ns["get_init_inputs"]())
