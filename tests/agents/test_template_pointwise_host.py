@@ -64,8 +64,9 @@ C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16",
            "int64": "long long", "int32": "int"}
 
 
-def _driver(source: str, name: str, params: list[tuple[str, str]], n_in: int, grid: int, block: int) -> str:
-    """A main() that reads each parameter's buffer from a file, runs every thread, writes the outputs."""
+def driver_main(source: str, params: list[tuple[str, str]], n_in: int, launch, shim: str = SHIM) -> str:
+    """``shim`` + the kernel + a main() that reads each parameter's buffer from a file, runs
+    ``launch(args)``'s lines, and writes the outputs."""
     lines = ["int main(int argc, char** argv) {", "  (void)argc;"]
     for k, (dtype, _) in enumerate(params):
         lines.append(f"  FILE* f{k} = fopen(argv[{k + 1}], \"rb\"); fseek(f{k}, 0, SEEK_END); "
@@ -73,13 +74,19 @@ def _driver(source: str, name: str, params: list[tuple[str, str]], n_in: int, gr
         lines.append(f"  char* b{k} = (char*)aligned_alloc(64, (n{k} + 63) / 64 * 64 + 64); "
                      f"if (fread(b{k}, 1, n{k}, f{k}) != (size_t)n{k}) return 2; fclose(f{k});")
     args = ", ".join(f"({'const ' if k < n_in else ''}{C_TYPES[d]}*)b{k}" for k, (d, _) in enumerate(params))
-    lines += [f"  gridDim.x = {grid}; blockDim.x = {block};",
-              f"  for (unsigned b = 0; b < {grid}; ++b) for (unsigned t = 0; t < {block}; ++t) {{",
-              f"    blockIdx.x = b; threadIdx.x = t; {name}({args});", "  }"]
+    lines += launch(args)
     for k in range(n_in, len(params)):
         lines.append(f"  FILE* o{k} = fopen(argv[{k + 1}], \"wb\"); fwrite(b{k}, 1, n{k}, o{k}); fclose(o{k});")
     lines += ["  return 0;", "}"]
-    return SHIM + source + "\n" + "\n".join(lines) + "\n"
+    return shim + source + "\n" + "\n".join(lines) + "\n"
+
+
+def _driver(source: str, name: str, params: list[tuple[str, str]], n_in: int, grid: int, block: int) -> str:
+    """Every thread of every block in turn (pointwise kernels have no barriers)."""
+    return driver_main(source, params, n_in, lambda args: [
+        f"  gridDim.x = {grid}; blockDim.x = {block};",
+        f"  for (unsigned b = 0; b < {grid}; ++b) for (unsigned t = 0; t < {block}; ++t) {{",
+        f"    blockIdx.x = b; threadIdx.x = t; {name}({args});", "  }"])
 
 
 def _run_kernel(step: dict, source: str, env: dict, tmp: Path) -> None:

@@ -76,27 +76,18 @@ template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
 
 
 def _driver(source: str, name: str, params: list[tuple[str, str]], n_in: int, grid: int, block: int) -> str:
-    """Reads each parameter's buffer from a file, runs the blocks one by one (a thread per CUDA thread)."""
-    lines = ["int main(int argc, char** argv) {", "  (void)argc;"]
-    for k, (dtype, _) in enumerate(params):
-        lines.append(f"  FILE* f{k} = fopen(argv[{k + 1}], \"rb\"); fseek(f{k}, 0, SEEK_END); "
-                     f"long n{k} = ftell(f{k}); fseek(f{k}, 0, SEEK_SET);")
-        lines.append(f"  char* b{k} = (char*)aligned_alloc(64, (n{k} + 63) / 64 * 64 + 64); "
-                     f"if (fread(b{k}, 1, n{k}, f{k}) != (size_t)n{k}) return 2; fclose(f{k});")
-    args = ", ".join(f"({'const ' if k < n_in else ''}{host.C_TYPES[d]}*)b{k}" for k, (d, _) in enumerate(params))
-    lines += [f"  gridDim.x = {grid}; blockDim.x = {block};",
-              f"  stitch_block_barrier.count = {block};",
-              f"  for (unsigned w = 0; w < {(block + 31) // 32}; ++w) stitch_warp_barriers[w].count = "
-              f"{block} - 32 * (int)w < 32 ? {block} - 32 * (int)w : 32;",
-              f"  for (unsigned b = 0; b < {grid}; ++b) {{",
-              "    std::vector<std::thread> threads;",
-              f"    for (unsigned t = 0; t < {block}; ++t) threads.emplace_back([=] {{",
-              f"      blockIdx.x = b; threadIdx.x = t; {name}({args});", "    });",
-              "    for (auto& th : threads) th.join();", "  }"]
-    for k in range(n_in, len(params)):
-        lines.append(f"  FILE* o{k} = fopen(argv[{k + 1}], \"wb\"); fwrite(b{k}, 1, n{k}, o{k}); fclose(o{k});")
-    lines += ["  return 0;", "}"]
-    return SHIM + source + "\n" + "\n".join(lines) + "\n"
+    """Runs the blocks one by one, a host thread per CUDA thread (barriers and shuffles need them all)."""
+    warps = (block + 31) // 32
+    return host.driver_main(source, params, n_in, lambda args: [
+        f"  gridDim.x = {grid}; blockDim.x = {block};",
+        f"  stitch_block_barrier.count = {block};",
+        f"  for (unsigned w = 0; w < {warps}; ++w) stitch_warp_barriers[w].count = "
+        f"{block} - 32 * (int)w < 32 ? {block} - 32 * (int)w : 32;",
+        f"  for (unsigned b = 0; b < {grid}; ++b) {{",
+        "    std::vector<std::thread> threads;",
+        f"    for (unsigned t = 0; t < {block}; ++t) threads.emplace_back([=] {{",
+        f"      blockIdx.x = b; threadIdx.x = t; {name}({args});", "    });",
+        "    for (auto& th : threads) th.join();", "  }"], shim=SHIM)
 
 
 def _check(name: str, tmp: Path, monkeypatch, sizes: dict, config=None,

@@ -29,7 +29,7 @@ from attrs import define, field
 from stitch_lsp.agents import op_table
 from stitch_lsp.agents.fusion import Group, reduction_dims
 from stitch_lsp.agents.template_coder.cuda_common import PREAMBLE
-from stitch_lsp.agents.template_coder.emitter import Emitter, Unsupported
+from stitch_lsp.agents.template_coder.emitter import Emitter, Unsupported, _round_to as _round
 from stitch_lsp.op_graph import OpNode
 
 THREADS = 256
@@ -757,14 +757,6 @@ def _row_reciprocals(lines: list[str], row_vars: set[str]) -> list[str]:
     return out
 
 
-def _round(expr: str, dtype: str) -> str:
-    if dtype == "bfloat16":
-        return f"__bfloat162float(__float2bfloat16_rn({expr}))"
-    if dtype == "float16":
-        return f"__half2float(__float2half_rn({expr}))"
-    return expr
-
-
 def _retarget(line: str, local: list[str], full: list[str]) -> str:
     """Stores were written with output numbers among ``local``; use numbers among ``full``."""
     def sub(m: re.Match) -> str:
@@ -796,8 +788,8 @@ def col_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
     if first_dims != list(range(first_dims[0], first_dims[-1] + 1)):
         raise Unsupported("reduction over dimensions that are not adjacent")
     d0, d1 = first_dims[0], first_dims[-1]
-    outer, red, inner = math.prod(shape[:d0]), math.prod(shape[d0:d1 + 1]), math.prod(shape[d1 + 1:])
-    domain, cols = math.prod(shape), math.prod(shape[:d0]) * math.prod(shape[d1 + 1:])
+    red, inner = math.prod(shape[d0:d1 + 1]), math.prod(shape[d1 + 1:])
+    domain, cols = math.prod(shape), math.prod(shape[:d0]) * inner
     depends: set[str] = set()
     for n in group.nodes:
         if n in reductions or any(r in depends for r in index[n].refs()):
@@ -834,8 +826,8 @@ def col_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
     while split < 32 and split * 2 <= red and groups_ * split < COL_THREADS and smem(split * 2, vec) <= COL_SMEM:
         split *= 2
     block = 32 * split
-    em.emit(f"const long long g = (long long)blockIdx.x * 32 + (threadIdx.x & 31);")
-    em.emit(f"const int ty = threadIdx.x >> 5;")
+    em.emit("const long long g = (long long)blockIdx.x * 32 + (threadIdx.x & 31);")
+    em.emit("const int ty = threadIdx.x >> 5;")
     em.emit(f"const bool live = g < {groups_}LL;")
     em.emit(f"const long long col0 = (live ? g : 0) * {vec}LL;")
     em.emit(f"const long long o = col0 / {inner}LL, i = col0 % {inner}LL;")
