@@ -1,0 +1,174 @@
+"""``stitch bench --cluster``: whole runs on a local Ray cluster of two nodes with two fake GPUs each,
+through the real actors and shard processes and the stand-in backend (no GPU).
+
+One cluster serves the whole module (Ray takes seconds to start); each run connects to it
+as its own job, as the CLI does."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stitch_lsp.benchsuite.executor import LocalExecutor
+from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, run_bench
+from stitch_lsp.benchsuite.table import render, render_rows, render_summary
+from stitch_lsp.cancellation import CancelToken
+from stitch_lsp.serde import to_dict
+from stitch_lsp.settings import Settings
+
+from tests.bench.test_suite_run import BACKEND, REPO, make_suite
+
+ray = pytest.importorskip("ray", reason="the cluster extra is not installed: pip install 'stitch-lsp[cluster]'")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+NAMES = ["norm_a_fp32", "pw_b_fp32", "pw_slow1_fp32", "red_c_fp32", "red_wrong_fp32", "pw_slow2_fp32"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Two nodes of two GPUs each; the stand-in's knobs are set before the nodes start, so every
+    worker process on them sees them."""
+    shared = tmp_path_factory.mktemp("ray-shared")
+    knobs = {"RAY_AUTH_MODE": "disabled", "FAKE_BENCH_LOG": str(shared / "runs.log"), "FAKE_BENCH_SLOW_S": "0.5",
+             "FAKE_BENCH_DIE_ONCE": str(shared / "died")}
+    saved = {k: os.environ.get(k) for k in knobs}
+    os.environ.update(knobs)
+    head = Cluster(initialize_head=True, connect=False,
+                   head_node_args={"num_cpus": 2, "num_gpus": 2, "include_dashboard": False})
+    head.add_node(num_cpus=2, num_gpus=2)
+    head.wait_for_nodes()
+    head.knobs = knobs
+    try:
+        yield head
+    finally:
+        head.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture
+def runs(cluster):
+    """The stand-in's execution log, emptied for this test: one (task, CUDA_VISIBLE_DEVICES, pid) per run."""
+    log = Path(cluster.knobs["FAKE_BENCH_LOG"])
+    log.write_text("")
+    Path(cluster.knobs["FAKE_BENCH_DIE_ONCE"]).unlink(missing_ok=True)
+    return lambda: [line.split() for line in log.read_text().splitlines()]
+
+
+def options(tmp_path, suite, cluster=None, run="run", **kw) -> BenchOptions:
+    return BenchOptions(tasks_dir=suite, run_dir=tmp_path / run, backend=BACKEND, command="test", cluster=cluster,
+                        **kw)
+
+
+def test_every_task_runs_once_and_the_report_matches_the_local_executor(tmp_path, cluster, runs, monkeypatch):
+    suite = make_suite(tmp_path, NAMES)
+    out = io.StringIO()
+    report = run_bench(options(tmp_path, suite, cluster.address), Settings(), out=out)
+
+    assert sorted(row[0] for row in runs()) == sorted(NAMES)  # each exactly once
+    assert [r.name for r in report.results] == sorted(NAMES) and not report.not_run
+    assert "4 GPUs on 2 nodes" in report.run.executor and len(report.run.gpus) == 4
+    slots = {r.gpu for r in report.results}
+    assert len(slots) >= 2 and all(":" in s for s in slots)  # NODE:GPU, spread over the cluster
+    assert {row[1] for row in runs()} <= {"0", "1"}  # each shard saw only the GPU Ray granted its actor
+    assert not any(r.retried for r in report.results)
+    text = (tmp_path / "run" / "table.txt").read_text()
+    assert "on ray " in text.splitlines()[0]
+    assert list((tmp_path / "run" / "logs").glob("shard-*.log")) or True  # logs come back when the shard wrote any
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    local = run_bench(options(tmp_path, suite, run="local"), Settings(), out=io.StringIO(), executor=LocalExecutor())
+    assert local.run.executor == "local"
+    assert render_rows(report.results, 3000.0) == render_rows(local.results, 3000.0)
+    assert render_summary(report.summary) == render_summary(local.summary)
+    strip = ("gpu", "seconds")
+    assert ([{k: v for k, v in to_dict(r).items() if k not in strip} for r in report.results]
+            == [{k: v for k, v in to_dict(r).items() if k not in strip} for r in local.results])
+
+
+def test_a_task_whose_actor_dies_runs_again_elsewhere_and_is_marked(tmp_path, cluster, runs):
+    names = ["pw_a_fp32", "pw_die_fp32", "red_b_fp32", "norm_c_fp32"]
+    suite = make_suite(tmp_path, names)
+    out = io.StringIO()
+    report = run_bench(options(tmp_path, suite, cluster.address, measure_bandwidth=False), Settings(), out=out)
+
+    ran = [row[0] for row in runs()]
+    assert sorted(ran) == sorted(names + ["pw_die_fp32"])  # the lost one twice, the others once
+    died = next(r for r in report.results if r.name == "pw_die_fp32")
+    assert died.correct and len(died.retried) == 1 and "died" in died.retried[0]
+    assert all(not r.retried for r in report.results if r.name != "pw_die_fp32")
+    assert "lost while running pw_die_fp32" in out.getvalue() and "ran 2 times" in out.getvalue()
+    assert "ran again after losing its worker: 1: pw_die_fp32" in render(report)
+    assert report.summary.correct == 4 and not report.not_run
+
+
+def test_interrupted_cluster_run_resumes_with_only_what_is_missing(tmp_path, cluster, runs):
+    names = [f"pw_slow{i}_fp32" for i in range(5)]
+    suite = make_suite(tmp_path, names)
+    token = CancelToken()
+
+    class StopAfterTwo(io.StringIO):
+        def write(self, text):
+            if text.startswith("[  2/5]") and ": correct" in text:
+                token.cancel("interrupted")
+            return super().write(text)
+
+    first = run_bench(options(tmp_path, suite, cluster.address, gpus=2, measure_bandwidth=False), Settings(),
+                      out=StopAfterTwo(), cancel=token)
+    assert first.run.interrupted
+    done = {r.name for r in first.results}
+    assert len(done) >= 2 and set(first.not_run) == set(names) - done
+    assert sorted(p.stem for p in (tmp_path / "run" / "results").glob("*.json")) == sorted(done)
+
+    before = len(runs())
+    second = run_bench(options(tmp_path, suite, cluster.address, gpus=2, measure_bandwidth=False, resume=True),
+                       Settings(), out=io.StringIO())
+    assert sorted(row[0] for row in runs()[before:]) == sorted(set(names) - done)
+    assert [r.name for r in second.results] == names and not second.not_run
+
+
+def test_cli_ctrl_c_on_a_cluster_run_keeps_the_finished_tasks(tmp_path, cluster, runs):
+    names = [f"pw_slow{i}_fp32" for i in range(8)]
+    suite = make_suite(tmp_path, names)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path), "RAY_ADDRESS": cluster.address}
+    run_dir = tmp_path / "cli-run"
+    proc = subprocess.Popen([sys.executable, "-m", "stitch_lsp.cli", "bench", str(suite), "--out", str(run_dir),
+                             "--backend", BACKEND, "--no-bandwidth", "--gpus", "2", "--cluster"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = run_dir / "results"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and len(list(results.glob("*.json"))) < 2:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr
+    done = len(list(results.glob("*.json")))
+    assert 2 <= done < 8
+    assert "not run (interrupted)" in stdout and "on ray " in stdout
+
+
+def test_workers_on_another_torch_are_refused(tmp_path, cluster, runs, monkeypatch):
+    from stitch_lsp.benchsuite import ray_executor, versions
+
+    here = versions.local_versions()
+    monkeypatch.setattr(ray_executor, "local_versions", lambda: versions.Versions(
+        stitch=here.stitch, stitch_source=here.stitch_source, torch="2.99.0", python=here.python,
+        where="this machine"))
+    suite = make_suite(tmp_path, ["pw_a_fp32"])
+    with pytest.raises(BenchError) as refused:
+        run_bench(options(tmp_path, suite, cluster.address, gpus=1), Settings(), out=io.StringIO())
+    message = str(refused.value)
+    assert f"torch {here.torch} where this machine runs 2.99.0" in message
+    assert "Install the same torch release on every node" in message
+    assert runs() == [] and not (tmp_path / "run" / "results").exists()
