@@ -27,11 +27,11 @@ from stitch_lsp.verdict import (
 )
 
 
-def _log(name: str) -> None:
+def _log(name: str, *extra: object) -> None:
     path = os.environ.get("FAKE_BENCH_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{name} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')} {os.getpid()}\n")
+            fh.write(" ".join(map(str, [name, os.environ.get("CUDA_VISIBLE_DEVICES", "-"), os.getpid(), *extra])) + "\n")
 
 
 def _die_once() -> None:
@@ -45,6 +45,7 @@ def _die_once() -> None:
 
 def run_task(task, settings, coder, cancel, report):
     _log(task.name)
+    print(f"stand-in running {task.name}")  # the shard's log (stdout is redirected there)
     report(ProgressEvent(stage="checking", message=task.name))
     if "slow" in task.name:
         time.sleep(float(os.environ.get("FAKE_BENCH_SLOW_S", "1.0")))
@@ -72,9 +73,10 @@ def run_task(task, settings, coder, cancel, report):
 
 
 def verify(settings, reference_source, candidate, options, cancel, report):
-    _log("verify")
+    started = time.time()
     report(ProgressEvent(stage="checking", message="fake verify"))
     time.sleep(float(os.environ.get("FAKE_BENCH_VERIFY_S", "0")))
+    _log("verify", started, time.time())
     match = re.search(r"# fake: (\w+)(?: ([\d.]+))?", candidate.module_source)
     kind, value = (match.group(1), match.group(2)) if match else ("correct", "1.0")
     device = DeviceInfo(name=f"Fake GPU {os.environ.get('CUDA_VISIBLE_DEVICES', '-')}")

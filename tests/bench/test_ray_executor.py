@@ -19,7 +19,6 @@ import pytest
 from stitch_lsp.benchsuite.executor import LocalExecutor
 from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, run_bench
 from stitch_lsp.benchsuite.table import render, render_rows, render_summary
-from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.serde import to_dict
 from stitch_lsp.settings import Settings
 
@@ -37,7 +36,7 @@ def cluster(tmp_path_factory):
     worker process on them sees them."""
     shared = tmp_path_factory.mktemp("ray-shared")
     knobs = {"RAY_AUTH_MODE": "disabled", "FAKE_BENCH_LOG": str(shared / "runs.log"), "FAKE_BENCH_SLOW_S": "0.5",
-             "FAKE_BENCH_DIE_ONCE": str(shared / "died")}
+             "FAKE_BENCH_DIE_ONCE": str(shared / "died"), "FAKE_BENCH_VERIFY_S": "0.5"}
     saved = {k: os.environ.get(k) for k in knobs}
     os.environ.update(knobs)
     head = Cluster(initialize_head=True, connect=False,
@@ -84,7 +83,8 @@ def test_every_task_runs_once_and_the_report_matches_the_local_executor(tmp_path
     assert not any(r.retried for r in report.results)
     text = (tmp_path / "run" / "table.txt").read_text()
     assert "on ray " in text.splitlines()[0]
-    assert list((tmp_path / "run" / "logs").glob("shard-*.log")) or True  # logs come back when the shard wrote any
+    logs = "".join(p.read_text() for p in (tmp_path / "run" / "logs").glob("shard-*.log"))
+    assert all(f"stand-in running {name}" in logs for name in NAMES)  # each node's shard log came back here
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     local = run_bench(options(tmp_path, suite, run="local"), Settings(), out=io.StringIO(), executor=LocalExecutor())
@@ -100,7 +100,8 @@ def test_a_task_whose_actor_dies_runs_again_elsewhere_and_is_marked(tmp_path, cl
     names = ["pw_a_fp32", "pw_die_fp32", "red_b_fp32", "norm_c_fp32"]
     suite = make_suite(tmp_path, names)
     out = io.StringIO()
-    report = run_bench(options(tmp_path, suite, cluster.address, measure_bandwidth=False), Settings(), out=out)
+    report = run_bench(options(tmp_path, suite, cluster.address, gpus=2, measure_bandwidth=False), Settings(),
+                       out=out)
 
     ran = [row[0] for row in runs()]
     assert sorted(ran) == sorted(names + ["pw_die_fp32"])  # the lost one twice, the others once
@@ -112,36 +113,11 @@ def test_a_task_whose_actor_dies_runs_again_elsewhere_and_is_marked(tmp_path, cl
     assert report.summary.correct == 4 and not report.not_run
 
 
-def test_interrupted_cluster_run_resumes_with_only_what_is_missing(tmp_path, cluster, runs):
-    names = [f"pw_slow{i}_fp32" for i in range(5)]
-    suite = make_suite(tmp_path, names)
-    token = CancelToken()
-
-    class StopAfterTwo(io.StringIO):
-        def write(self, text):
-            if text.startswith("[  2/5]") and ": correct" in text:
-                token.cancel("interrupted")
-            return super().write(text)
-
-    first = run_bench(options(tmp_path, suite, cluster.address, gpus=2, measure_bandwidth=False), Settings(),
-                      out=StopAfterTwo(), cancel=token)
-    assert first.run.interrupted
-    done = {r.name for r in first.results}
-    assert len(done) >= 2 and set(first.not_run) == set(names) - done
-    assert sorted(p.stem for p in (tmp_path / "run" / "results").glob("*.json")) == sorted(done)
-
-    before = len(runs())
-    second = run_bench(options(tmp_path, suite, cluster.address, gpus=2, measure_bandwidth=False, resume=True),
-                       Settings(), out=io.StringIO())
-    assert sorted(row[0] for row in runs()[before:]) == sorted(set(names) - done)
-    assert [r.name for r in second.results] == names and not second.not_run
-
-
-def test_cli_ctrl_c_on_a_cluster_run_keeps_the_finished_tasks(tmp_path, cluster, runs):
-    names = [f"pw_slow{i}_fp32" for i in range(8)]
+def test_ctrl_c_keeps_the_finished_tasks_and_resume_runs_only_the_rest(tmp_path, cluster, runs):
+    names = [f"pw_slow{i}_fp32" for i in range(6)]
     suite = make_suite(tmp_path, names)
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path), "RAY_ADDRESS": cluster.address}
-    run_dir = tmp_path / "cli-run"
+    run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "stitch_lsp.cli", "bench", str(suite), "--out", str(run_dir),
                              "--backend", BACKEND, "--no-bandwidth", "--gpus", "2", "--cluster"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -153,9 +129,15 @@ def test_cli_ctrl_c_on_a_cluster_run_keeps_the_finished_tasks(tmp_path, cluster,
     stdout, stderr = proc.communicate(timeout=90)
     assert proc.returncode == 130, stderr
     assert "--resume" in stderr
-    done = len(list(results.glob("*.json")))
-    assert 2 <= done < 8
+    done = {p.stem for p in results.glob("*.json")}
+    assert 2 <= len(done) < 6
     assert "not run (interrupted)" in stdout and "on ray " in stdout
+
+    before = len(runs())
+    second = run_bench(options(tmp_path, suite, cluster.address, gpus=2, measure_bandwidth=False, resume=True,
+                               coder="auto"), Settings(), out=io.StringIO())  # the CLI's default coder
+    assert sorted(row[0] for row in runs()[before:]) == sorted(set(names) - done)  # the finished ones skipped
+    assert [r.name for r in second.results] == names and not second.not_run and second.summary.correct == 6
 
 
 def test_workers_on_another_torch_are_refused(tmp_path, cluster, runs, monkeypatch):
@@ -172,3 +154,34 @@ def test_workers_on_another_torch_are_refused(tmp_path, cluster, runs, monkeypat
     assert f"torch {here.torch} where this machine runs 2.99.0" in message
     assert "Install the same torch release on every node" in message
     assert runs() == [] and not (tmp_path / "run" / "results").exists()
+
+
+def test_llm_candidates_of_a_round_are_verified_at_once_on_the_cluster(tmp_path, cluster, runs):
+    from stitch_lsp.agents.llm_coder import LlmCoder
+    from stitch_lsp.agents.llm_key import Secret
+    from stitch_lsp.benchsuite.candidate_pool import CandidatePool
+    from stitch_lsp.benchsuite.executor import WorkerSpec
+    from stitch_lsp.benchsuite.ray_executor import RayExecutor
+    from stitch_lsp.pipeline import Task, TensorSpec
+    from tests.llm.candidates import MODULE, reply
+    from tests.llm.conftest import FAKE_KEY, REFERENCE, config_for
+    from tests.llm.fake_messages_api import FakeMessagesAPI, Reply
+
+    settings = Settings(rounds=2, candidates_per_round=3, target_speedup=2.0)
+    executor = RayExecutor(cluster.address, gpus=3)
+    pool = CandidatePool(executor.start(WorkerSpec(coder="llm", settings=settings, run_dir=tmp_path / "fuse",
+                                                   backend=BACKEND), 3, io.StringIO()), executor)
+    answers = [Reply(reply(module=MODULE + f"# fake: {kind}\n")) for kind in ("compile_error", "correct 1.4", "correct 2.5")]
+    task = Task(name="relu_scale", source=REFERENCE, inputs=[TensorSpec((4096, 1024))], shape_source="get_inputs")
+    try:
+        assert pool.slots == 3
+        with FakeMessagesAPI(answers, api_key=FAKE_KEY) as api:
+            outcome = LlmCoder(settings, verifier=pool, api_key=Secret(FAKE_KEY), config=config_for(api)).run(task, None)
+    finally:
+        pool.close()
+    assert outcome.ok and outcome.verdict.timing.speedup_vs_eager == 2.5 and len(outcome.rounds) == 1
+    assert "fake: correct 2.5" in outcome.candidate.module_source
+    verified = [row for row in runs() if row[0] == "verify"]
+    assert len(verified) == 3 and len({row[2] for row in verified}) == 3  # three GPUs' shard processes
+    starts, ends = [float(row[3]) for row in verified], [float(row[4]) for row in verified]
+    assert max(starts) < min(ends)  # all three ran at the same time
