@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -62,6 +63,22 @@ def resolve_address(cluster: str) -> str:
         raise ExecutorError("--cluster without an address needs RAY_ADDRESS (e.g. ray://head:10001), "
                             "or give one: --cluster ray://HOST:PORT, --cluster HOST:PORT or --cluster auto")
     return address
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast where nothing listens: Ray itself retries a wrong address for minutes."""
+    if address == "auto" or address.startswith(("anyscale://", "local")):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"--cluster {address}: want ray://HOST:PORT, HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ExecutorError(f"nothing answers at {host}:{port} ({exc.strerror or exc}): is the cluster's head "
+                            f"running (`ray start --head` there), and is the port right? "
+                            "ray:// wants the client port (10001 by default), HOST:PORT the GCS port (6379)") from None
 
 
 def _package_dir(module: str) -> Path | None:
@@ -247,6 +264,7 @@ class RayExecutor:
     def start(self, spec: WorkerSpec, limit: int, out: TextIO) -> list[RayGpuWorker]:
         ray = _ray()
         address = resolve_address(self.cluster)
+        check_reachable(address)
         self.spec, self._log_dir = spec, spec.run_dir / "logs"
         print(f"connecting to the Ray cluster at {address} ...", file=out, flush=True)
         try:
