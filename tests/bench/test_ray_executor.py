@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import io
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +18,7 @@ from stitch_lsp.benchsuite.table import render, render_rows, render_summary
 from stitch_lsp.serde import to_dict
 from stitch_lsp.settings import Settings
 
-from tests.bench.test_suite_run import BACKEND, REPO, make_suite
+from tests.bench.test_suite_run import BACKEND, REPO, ctrl_c_after_two, make_suite
 
 ray = pytest.importorskip("ray", reason="the cluster extra is not installed: pip install 'stitch-lsp[cluster]'")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -117,21 +113,9 @@ def test_ctrl_c_keeps_the_finished_tasks_and_resume_runs_only_the_rest(tmp_path,
     names = [f"pw_slow{i}_fp32" for i in range(6)]
     suite = make_suite(tmp_path, names)
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path), "RAY_ADDRESS": cluster.address}
-    run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "stitch_lsp.cli", "bench", str(suite), "--out", str(run_dir),
-                             "--backend", BACKEND, "--no-bandwidth", "--gpus", "2", "--cluster"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results = run_dir / "results"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and len(list(results.glob("*.json"))) < 2:
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=90)
-    assert proc.returncode == 130, stderr
-    assert "--resume" in stderr
-    done = {p.stem for p in results.glob("*.json")}
-    assert 2 <= len(done) < 6
-    assert "not run (interrupted)" in stdout and "on ray " in stdout
+    stdout, done = ctrl_c_after_two([str(suite), "--backend", BACKEND, "--no-bandwidth", "--gpus", "2", "--cluster"],
+                                    env, tmp_path / "run", timeout_s=90)
+    assert 2 <= len(done) < 6 and "on ray " in stdout
 
     before = len(runs())
     second = run_bench(options(tmp_path, suite, cluster.address, gpus=2, measure_bandwidth=False, resume=True,
