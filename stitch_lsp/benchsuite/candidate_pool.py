@@ -44,22 +44,27 @@ class CandidatePool:
                cancel: CancelToken | None = None, report: Any = None) -> Verdict:
         cancel = cancel or CancelToken()
         lost: list[str] = []
+        worker = self._take(cancel)
         for _ in range(MAX_ATTEMPTS):
-            worker = self._take(cancel)
             if worker is None:
                 break
             try:
-                return worker.verify(reference_source, candidate, options, cancel=cancel,  # type: ignore[attr-defined]
-                                     report=report)
+                verdict = worker.verify(reference_source, candidate, options, cancel=cancel,  # type: ignore[attr-defined]
+                                        report=report)
             except WorkerLost as exc:
                 lost.append(f"gpu {worker.slot}: {exc}")
                 revive = getattr(worker, "revive", None)
-                if revive is None or not revive(cancel):
+                if revive is None or not revive(cancel):  # else: the fresh worker takes it at once
                     self._drop(worker)
-                    worker = None
-            finally:
-                if worker is not None:
-                    self._free.put(worker)
+                    worker = self._take(cancel)
+                continue
+            except BaseException:
+                self._free.put(worker)
+                raise
+            self._free.put(worker)
+            return verdict
+        if worker is not None:
+            self._free.put(worker)
         if cancel.cancelled:
             raise Cancelled(cancel.reason)
         why = "; ".join(lost) if lost else "no GPU worker left"

@@ -86,6 +86,7 @@ def run_tasks(
     # Workers wait for an empty queue to refill while tasks run elsewhere: a lost task comes back.
     changed = threading.Condition(lock)
     in_flight = [0]
+    drained = CancelToken()  # set once no task is queued or running: a worker still reviving can stop
     deadline = clock() + budget_s if budget_s is not None else None
 
     def take() -> BenchTask | None:
@@ -110,6 +111,8 @@ def run_tasks(
             pending.put(task)
         in_flight[0] -= 1
         changed.notify_all()
+        if in_flight[0] == 0 and pending.empty():
+            drained.cancel("no task left")
 
     def loop(worker: Worker) -> None:
         while not cancel.cancelled:
@@ -165,12 +168,17 @@ def run_tasks(
             finish(worker, task, failed_result(task, SHARD_CRASHED, f"its worker was lost {MAX_ATTEMPTS} times: "
                                                f"{exc}", coder="", gpu=worker.slot), None)
         revive = getattr(worker, "revive", None)
+        stop = CancelToken()  # whichever comes first: Ctrl-C, or nothing left to run
+        cancel.on_cancel(stop.cancel)
+        drained.on_cancel(stop.cancel)
         try:
-            if revive is not None and revive(cancel):
+            if revive is not None and revive(stop):
                 return True
             why = str(exc)
         except Exception as revive_exc:
             why = f"{exc}; no replacement: {revive_exc}"
+        if drained.cancelled and not cancel.cancelled:
+            return False  # the others finished the run meanwhile: nothing lost that matters
         with lock:
             outcome.errors.append(f"worker {worker.slot} lost: {why}")
         return False

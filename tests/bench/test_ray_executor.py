@@ -105,6 +105,7 @@ def test_a_task_whose_actor_dies_runs_again_elsewhere_and_is_marked(tmp_path, cl
     assert died.correct and len(died.retried) == 1 and "died" in died.retried[0]
     assert all(not r.retried for r in report.results if r.name != "pw_die_fp32")
     assert "lost while running pw_die_fp32" in out.getvalue() and "ran 2 times" in out.getvalue()
+    assert "warning: worker" not in out.getvalue()  # replaced, or the run ended before it had to be
     assert "ran again after losing its worker: 1: pw_die_fp32" in render(report)
     assert report.summary.correct == 4 and not report.not_run
 
@@ -147,6 +148,7 @@ def test_llm_candidates_of_a_round_are_verified_at_once_on_the_cluster(tmp_path,
     from stitch_lsp.benchsuite.executor import WorkerSpec
     from stitch_lsp.benchsuite.ray_executor import RayExecutor
     from stitch_lsp.pipeline import Task, TensorSpec
+    from stitch_lsp.verdict import VerdictStatus
     from tests.llm.candidates import MODULE, reply
     from tests.llm.conftest import FAKE_KEY, REFERENCE, config_for
     from tests.llm.fake_messages_api import FakeMessagesAPI, Reply
@@ -161,11 +163,17 @@ def test_llm_candidates_of_a_round_are_verified_at_once_on_the_cluster(tmp_path,
         assert pool.slots == 3
         with FakeMessagesAPI(answers, api_key=FAKE_KEY) as api:
             outcome = LlmCoder(settings, verifier=pool, api_key=Secret(FAKE_KEY), config=config_for(api)).run(task, None)
+        verified = [row for row in runs() if row[0] == "verify"]
+        # An actor lost between rounds: the next candidate sent to it goes to a fresh actor instead.
+        workers = list(pool._workers)
+        for worker in workers:
+            ray.kill(worker.actor)
+        again = pool.verify(REFERENCE, outcome.candidate)
+        assert again.status is VerdictStatus.CORRECT and pool.slots == 3
     finally:
         pool.close()
     assert outcome.ok and outcome.verdict.timing.speedup_vs_eager == 2.5 and len(outcome.rounds) == 1
     assert "fake: correct 2.5" in outcome.candidate.module_source
-    verified = [row for row in runs() if row[0] == "verify"]
     assert len(verified) == 3 and len({row[2] for row in verified}) == 3  # three GPUs' shard processes
     starts, ends = [float(row[3]) for row in verified], [float(row[4]) for row in verified]
     assert max(starts) < min(ends)  # all three ran at the same time
