@@ -203,13 +203,12 @@ class LlmCoder:
                 cancel.raise_if_cancelled()
                 record = self._round(task, conv, number, width, records, cancel, report)
                 records.append(record)
-                if record.verdict is not None:
-                    if record.verdict.status is VerdictStatus.NO_GPU:
-                        best = record
-                        failure = "no_gpu"
-                        note = (f"No CUDA device: Claude's candidates cannot be checked here, so the job stopped "
-                                f"after round {number} instead of spending tokens on unverifiable rounds.")
-                        return self._finish(best, records, conv, failure=failure, note=note)
+                if record.verdict is not None and record.verdict.status is VerdictStatus.NO_GPU:
+                    best = record
+                    failure = "no_gpu"
+                    note = (f"No CUDA device: Claude's candidates cannot be checked here, so the job stopped "
+                            f"after round {number} instead of spending tokens on unverifiable rounds.")
+                    return self._finish(best, records, conv, failure=failure, note=note)
                 progressed = _progressed(record, best)
                 if record.verdict is not None and (best is None or _rank(record) > _rank(best)):
                     best = record
