@@ -37,14 +37,14 @@ for g in $GROUPS_TO_RUN; do
       timeout 120 python3 bench/stream_record_probe.py ${PROBE_RAW:+--raw} > "$O/stream_probe.log" 2>&1
       note "== probe: rc=$? in $((SECONDS - t0)) s"
       grep -v "^  raw" "$O/stream_probe.log" | tee -a "$SUMMARY" ;;
-    scale)  run_tests gpu_scale 420 tests/verify/test_gpu_scale.py ;;
-    small)  run_tests gpu_scale_small 200 tests/verify/test_gpu_scale.py -k "not gib" ;;
-    bench)  run_tests bench_clean_worker 300 tests/bench/test_bench_clean_worker_gpu.py ;;
+    scale)  run_tests gpu_scale ${SCALE_S:-420} tests/verify/test_gpu_scale.py ;;
+    small)  run_tests gpu_scale_small ${SMALL_S:-200} tests/verify/test_gpu_scale.py -k "not gib" ;;
+    bench)  run_tests bench_clean_worker ${BENCH_S:-300} tests/bench/test_bench_clean_worker_gpu.py ;;
     corpus) run_tests gpu_corpus 240 tests/verify/test_gpu_corpus.py \
               -k "not load_inline and not hanging and not races and not memcheck and not profile" ;;
     cli)
       t0=$SECONDS
-      timeout 240 python3 -m stitch_lsp.cli verify tests/verify/corpus/gpu/scale/ref_softmax_6gib.py \
+      timeout ${CLI_S:-240} python3 -m stitch_lsp.cli verify tests/verify/corpus/gpu/scale/ref_softmax_6gib.py \
         tests/verify/corpus/gpu/scale/softmax_rows.py --workdir /tmp/stitch-cli --quiet > "$O/verify_softmax_6gib.txt" 2>&1
       note "== cli (stitch verify, softmax 4096 x 393216): rc=$? in $((SECONDS - t0)) s"
       grep -E "^(CORRECT|INCORRECT|HACKING|TOO_LARGE|OUT_OF_MEMORY|ERROR)|^accuracy|^  [0-9.]+x eager|^memory|peak allocated|^  (trials|second_shape|accuracy|timing) |speedup" \

@@ -232,7 +232,9 @@ class MemoryPhase:
     need_bytes: int = 0
     runs: bool = True
     note: str = ""  # why it is smaller (fewer input sets) or why it does not run
-    peak_bytes: int | None = None  # measured: the most allocated while it ran
+    # Measured: the most the caching allocator held from the GPU while it ran (the phase starts
+    # with the cache emptied, so this is the phase's own footprint).
+    peak_bytes: int | None = None
 
 
 @define
@@ -257,8 +259,11 @@ class MemoryPlan:
     compile_baseline: bool = True  # room for torch.compile's baseline in the timing
     compare_chunk_elements: int = 0  # comparisons run over slices this long: no full-size fp64 copies
     phases: list[MemoryPhase] = field(factory=list)
-    peak_bytes: int | None = None  # measured: the most allocated at once during the whole job
-    peak_reserved_bytes: int | None = None  # the caching allocator's most reserved
+    # Measured over the whole job: the most device memory the caching allocator held at once
+    # (what the GPU had to give), and the most in live tensors (poisoning fills free cached
+    # blocks before each candidate call, so this comes close to the first).
+    peak_bytes: int | None = None
+    peak_allocated_bytes: int | None = None
     message: str = ""
 
 

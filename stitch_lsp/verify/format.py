@@ -142,12 +142,14 @@ def memory_lines(m: MemoryPlan) -> list[str]:
                    f"weights {m.param_bytes / GiB:.2f} GiB")
         out.append(f"  GPU: {m.free_bytes / GiB:.2f} GiB free of {m.gpu_total_bytes / GiB:.2f} GiB, "
                    f"{m.budget_bytes / GiB:.2f} GiB to plan with; comparisons in slices of "
-                   f"{m.compare_chunk_elements:,} elements; {m.timing_input_sets} timing input set(s)")
+                   f"{m.compare_chunk_elements:,} elements"
+                   + (f"; {m.timing_input_sets} timing input set(s)" if m.timing_input_sets else ""))
         for ph in m.phases:
             used = f", used {ph.peak_bytes / GiB:.2f} GiB" if ph.peak_bytes is not None else ""
             state = "" if ph.runs else " — skipped"
             note = f" ({ph.note})" if ph.note else ""
             out.append(f"  {ph.name:<13} needs {ph.need_bytes / GiB:.2f} GiB{used}{state}{note}")
     if m.peak_bytes is not None:
-        out.append(f"  peak allocated {m.peak_bytes / GiB:.2f} GiB (reserved {(m.peak_reserved_bytes or 0) / GiB:.2f} GiB)")
+        out.append(f"  peak {m.peak_bytes / GiB:.2f} GiB held from the GPU (live tensors at most "
+                   f"{(m.peak_allocated_bytes or 0) / GiB:.2f} GiB)")
     return out

@@ -52,6 +52,7 @@ class TaskSizes:
     float_param_bytes: int = 0
     traced: bool = True  # False: outputs and the forward's peak are guesses from the inputs
     output_tensor_bytes: list[int] = field(factory=list)  # each output's bytes (blocks to poison ahead)
+    input_tensor_bytes: list[int] = field(factory=list)
 
     @property
     def forward_bytes(self) -> int:

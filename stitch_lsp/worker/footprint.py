@@ -122,4 +122,6 @@ def task_sizes(ref: ModuleType) -> tuple[TaskSizes | None, str]:
                        f"{str(exc)[:160]}); outputs guessed from the inputs")
     return TaskSizes(input_bytes=in_bytes, output_bytes=o_bytes, forward_peak_bytes=max(peak, o_bytes),
                      param_bytes=p_bytes, float_input_bytes=in_float, float_output_bytes=o_float,
-                     float_param_bytes=p_float, output_tensor_bytes=[t.numel() * t.element_size() for t in outs]), ""
+                     float_param_bytes=p_float, output_tensor_bytes=[t.numel() * t.element_size() for t in outs],
+                     input_tensor_bytes=[v.numel() * v.element_size() for v in values
+                                         if isinstance(v, torch.Tensor)]), ""

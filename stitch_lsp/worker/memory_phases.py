@@ -1,9 +1,10 @@
 """The memory plan on the device: making it from the meta trace, and keeping to it phase by phase.
 
 Between phases every tensor of the last one is gone and the caching allocator's
-blocks go back to the driver, then blocks the size of the outputs are taken,
-poisoned (0xFF: NaN) and freed again, so the next outputs land in poisoned memory
-rather than in whatever the driver hands back. Each phase's peak is measured.
+blocks go back to the driver, then blocks the size of one input set and one set of
+outputs are taken, poisoned (0xFF: NaN) and freed again, so the next outputs land in
+poisoned memory rather than in whatever the driver hands back. Each phase's peak is
+measured.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def make_plan(ref: ModuleType, source: str, opts: VerifyOptions, *, cuda: bool,
                           param_bytes=sizes.param_bytes, message="CPU test mode: no device memory to plan"), sizes
     odd = odd_sizes(ref, source) if opts.second_shape else None
     if cuda:
+        configure_allocator()
         torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info()
         reserve = None
@@ -62,20 +64,40 @@ def make_plan(ref: ModuleType, source: str, opts: VerifyOptions, *, cuda: bool,
     return plan, sizes
 
 
+# Blocks over this size are never split for smaller requests: the comparison's slices and
+# other temporaries then cannot break up an input- or output-sized block, which the next
+# trial needs whole (otherwise each split costs a new segment of the full size).
+MAX_SPLIT_MB = 512
+
+
+def configure_allocator() -> None:
+    setting = f"max_split_size_mb:{MAX_SPLIT_MB}"
+    setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None)
+    try:
+        if setter is not None:
+            setter(setting)
+        else:
+            torch.cuda.memory._set_allocator_settings(setting)
+    except Exception:  # noqa: BLE001 - an allocator without the setting: fragmentation costs a little room
+        pass
+
+
 class PhaseMemory:
     """Runs the phases of one job inside the plan and records what each used."""
 
-    def __init__(self, plan: MemoryPlan, output_sizes: list[int], *, cuda: bool) -> None:
+    def __init__(self, plan: MemoryPlan, block_sizes: list[int], *, cuda: bool) -> None:
         self.plan = plan
-        self.output_sizes = output_sizes
+        self.block_sizes = block_sizes
         self.cuda = cuda
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
 
     def release(self) -> None:
         if not self.cuda:
             return
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
-        fresh_poisoned_pool(self.output_sizes)
+        fresh_poisoned_pool(self.block_sizes)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -89,10 +111,10 @@ class PhaseMemory:
                 self.record(name)
 
     def record(self, name: str) -> None:
-        peak = torch.cuda.max_memory_allocated()
         reserved = torch.cuda.max_memory_reserved()
+        allocated = torch.cuda.max_memory_allocated()
         found = mp.phase(self.plan, name)
         if found is not None:
-            found.peak_bytes = max(found.peak_bytes or 0, peak)
-        self.plan.peak_bytes = max(self.plan.peak_bytes or 0, peak)
-        self.plan.peak_reserved_bytes = max(self.plan.peak_reserved_bytes or 0, reserved)
+            found.peak_bytes = max(found.peak_bytes or 0, reserved)
+        self.plan.peak_bytes = max(self.plan.peak_bytes or 0, reserved)
+        self.plan.peak_allocated_bytes = max(self.plan.peak_allocated_bytes or 0, allocated)

@@ -106,8 +106,9 @@ def analyse(acts: list[Activity]) -> StreamCheck:
         names = ", ".join(sorted({k.name[:60] for k in unjoined})[:3])
         check.message = (f"{len(unjoined)} kernel(s) ran on a stream other than the caller's and were not joined "
                          f"back before forward returned: {names}")
-    elif len(streams) > 1:
-        check.message = f"{len(check.kernels)} kernel(s) on {len(streams)} streams, every side stream joined back"
+    elif any(s != current for s in streams):
+        check.message = (f"{len(check.kernels)} kernel(s) on {len(streams)} stream(s), the side streams' work "
+                         "joined back to the caller's stream before forward returned")
     else:
         check.message = f"{len(check.kernels)} kernel(s), all on the caller's stream"
     return check

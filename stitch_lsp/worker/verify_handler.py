@@ -243,7 +243,10 @@ class VerifyRun:
         source = Path(self.job.reference_path).read_text(errors="replace")
         plan, sizes = make_plan(ref, source, self.opts, cuda=not self.cpu, timing=self.opts.timing)
         self.plan = plan
-        self.memory = PhaseMemory(plan, sizes.output_tensor_bytes if sizes else [], cuda=not self.cpu)
+        # Poisoned blocks for a set of inputs and a set of outputs: whichever comes first takes
+        # one, and the candidate's outputs still land in poisoned memory.
+        blocks = (sizes.input_tensor_bytes + sizes.output_tensor_bytes) if sizes else []
+        self.memory = PhaseMemory(plan, blocks, cuda=not self.cpu)
         if plan.compare_chunk_elements:
             self.chunk = plan.compare_chunk_elements
         if plan.status == "too_large":
@@ -822,7 +825,7 @@ class VerifyRun:
             cache.clear()
             kept = 0
         self.ctx.state["kept_cuda_bytes"] = kept
-        if not self.cpu and torch.cuda.is_available() and torch.cuda.is_initialized():
+        if self.memory.cuda and self.plan.status != "too_large":
             try:
                 self.memory.record("")
             except Exception:  # noqa: BLE001 - a poisoned context: the worker is retired anyway
