@@ -30,7 +30,7 @@ for g in $GROUPS_TO_RUN; do
       {
         nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
         python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"
-        echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')  command: OUT=\$OUT bash bench/verifier_scale_gpu.sh $GROUPS_TO_RUN"
+        echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}  command: OUT=\$OUT bash bench/verifier_scale_gpu.sh $GROUPS_TO_RUN"
       } | tee -a "$SUMMARY" ;;
     probe)
       t0=$SECONDS
