@@ -9,11 +9,7 @@
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-if ! python3 -c "import attrs, pygls" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH=/usr/local/cuda/bin:$PATH
+. bench/gpu_env.sh
 GROUPS_TO_RUN=${*:-machine probe scale bench corpus cli}
 SUMMARY="$O/summary.txt"; : > "$SUMMARY"
 note() { echo "$*" | tee -a "$SUMMARY"; }

@@ -131,20 +131,18 @@ def plan_memory(sizes: TaskSizes, *, total_bytes: int, free_bytes: int, odd: Tas
                         f"{gib(free_bytes)} GiB of {gib(total_bytes)} GiB are free{cap}")
         return plan
     notes = []
+
+    def optional(name: str, need: int, what: str, skipped: str) -> None:
+        fits = need <= budget
+        plan.phases.append(MemoryPhase(name, need, runs=fits, note="" if fits else
+                                       f"{what} needs {gib(need)} GiB, {gib(budget)} GiB to plan with"))
+        if not fits:
+            notes.append(skipped)
+
     if odd is not None:
-        need = second_shape_need(sizes, odd, chunk)
-        fits = need <= budget
-        plan.phases.append(MemoryPhase("second_shape", need, runs=fits, note="" if fits else
-                                       f"needs {gib(need)} GiB, {gib(budget)} GiB to plan with"))
-        if not fits:
-            notes.append("no second shape")
+        optional("second_shape", second_shape_need(sizes, odd, chunk), "the second shape", "no second shape")
     if accuracy:
-        need = accuracy_need(sizes, chunk)
-        fits = need <= budget
-        plan.phases.append(MemoryPhase("accuracy", need, runs=fits, note="" if fits else
-                                       f"the float64 run needs {gib(need)} GiB, {gib(budget)} GiB to plan with"))
-        if not fits:
-            notes.append("no float64 accuracy run")
+        optional("accuracy", accuracy_need(sizes, chunk), "the float64 run", "no float64 accuracy run")
     if timing:
         plan.phases.append(_timing_phase(plan, sizes, budget, compile_baseline))
         if plan.phases[-1].note:

@@ -7,13 +7,11 @@ The tasks under ``corpus/gpu/scale`` are level-1 shaped (4096 x 393216 float32: 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from stitch_lsp.pipeline import Candidate
-from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Verdict, VerdictStatus
 from stitch_lsp.verify import memory_plan as mp
 from stitch_lsp.verify.format import accuracy_lines, memory_lines, stream_lines
@@ -27,12 +25,8 @@ GiB = 1 << 30
 
 
 @pytest.fixture(scope="module")
-def verifier(tmp_path_factory):
-    work = tmp_path_factory.mktemp("verify")
-    os.environ["STITCH_KERNEL_CACHE"] = str(work / "kernels")
-    v = Verifier(Settings(), work)
-    yield v
-    v.close()
+def verifier(gpu_verifier):
+    return gpu_verifier
 
 
 def run(verifier: Verifier, ref: Path, cand: Path, **opts) -> Verdict:
