@@ -232,8 +232,9 @@ class MemoryPhase:
     need_bytes: int = 0
     runs: bool = True
     note: str = ""  # why it is smaller (fewer input sets) or why it does not run
-    # Measured: the most the caching allocator held from the GPU while it ran (the phase starts
-    # with the cache emptied, so this is the phase's own footprint).
+    # Measured: the most the caching allocator held from the GPU while it ran. The phase starts
+    # with the cache emptied; freed blocks it keeps for reuse count too (it hands them back when
+    # an allocation would fail), so this can exceed ``need_bytes``, which counts live tensors.
     peak_bytes: int | None = None
 
 

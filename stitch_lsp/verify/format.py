@@ -145,10 +145,10 @@ def memory_lines(m: MemoryPlan) -> list[str]:
                    f"{m.compare_chunk_elements:,} elements"
                    + (f"; {m.timing_input_sets} timing input set(s)" if m.timing_input_sets else ""))
         for ph in m.phases:
-            used = f", used {ph.peak_bytes / GiB:.2f} GiB" if ph.peak_bytes is not None else ""
+            used = f"; the allocator held up to {ph.peak_bytes / GiB:.2f} GiB" if ph.peak_bytes is not None else ""
             state = "" if ph.runs else " — skipped"
             note = f" ({ph.note})" if ph.note else ""
-            out.append(f"  {ph.name:<13} needs {ph.need_bytes / GiB:.2f} GiB{used}{state}{note}")
+            out.append(f"  {ph.name:<13} needs {ph.need_bytes / GiB:.2f} GiB of live tensors{used}{state}{note}")
     if m.peak_bytes is not None:
         out.append(f"  peak {m.peak_bytes / GiB:.2f} GiB held from the GPU (live tensors at most "
                    f"{(m.peak_allocated_bytes or 0) / GiB:.2f} GiB)")

@@ -13,7 +13,6 @@ import pytest
 
 from stitch_lsp.pipeline import Candidate
 from stitch_lsp.verdict import Verdict, VerdictStatus
-from stitch_lsp.verify import memory_plan as mp
 from stitch_lsp.verify.format import accuracy_lines, memory_lines, stream_lines
 from stitch_lsp.verify.service import Verifier, VerifyOptions
 
@@ -109,12 +108,12 @@ def test_6gib_task_verifies_with_its_peak_memory(verifier, ref, cand):
     assert v.status is VerdictStatus.CORRECT, v.summary
     m = v.memory
     assert m.status == "planned" and m.traced and m.input_bytes == 6 * GiB and m.output_bytes >= 6 * GiB
-    # Both sides' outputs and one input set are alive at the trials' peak; every phase kept to
-    # its plan, within the reserve left for workspaces and fragmentation.
-    assert 18 * GiB <= m.peak_bytes <= m.free_bytes
-    reserve = mp.reserve_bytes(m.gpu_total_bytes)
+    # Both sides' outputs and one input set are alive at the trials' peak (poisoning fills the
+    # allocator's free cached blocks too, so live tensors count a little more): inside the plan's
+    # budget. What the allocator held from the GPU, cache included, stayed inside what was free.
+    assert 18 * GiB <= m.peak_allocated_bytes <= m.budget_bytes
     for p in m.phases:
-        assert p.peak_bytes is not None and p.peak_bytes <= p.need_bytes + reserve, p
+        assert p.peak_bytes is not None and p.peak_bytes <= m.free_bytes, p
     kinds = {t.kind for t in v.correctness.trials}
     assert {"random", "adversarial", "shape"} <= kinds, kinds
     assert v.timing.status == "measured" and v.timing.compiled is not None
