@@ -328,14 +328,3 @@ def peak_abs(value: Any, chunk: int = CHUNK_ELEMENTS) -> float:
             best = torch.maximum(best, torch.where(torch.isfinite(x), x.abs(), 0).max().double())
         peak = max(peak, float(best))
     return peak
-
-
-def same_values(a: Any, b: Any) -> bool:
-    """Bitwise-equal up to NaN payloads."""
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        if a.is_floating_point() or a.is_complex():
-            return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-        return bool(torch.equal(a, b))
-    return True
