@@ -64,9 +64,10 @@ def make_plan(ref: ModuleType, source: str, opts: VerifyOptions, *, cuda: bool,
     return plan, sizes
 
 
-# Blocks over this size are never split for smaller requests: the comparison's slices and
-# other temporaries then cannot break up an input- or output-sized block, which the next
-# trial needs whole (otherwise each split costs a new segment of the full size).
+# Blocks over this size are not split for smaller requests (where the allocator takes the
+# setting at run time): the comparison's slices and other temporaries then cannot break up
+# an input- or output-sized block that the next trial needs whole. Freed blocks of other
+# large sizes stay cached meanwhile; the allocator returns them when an allocation fails.
 MAX_SPLIT_MB = 512
 
 
