@@ -219,7 +219,7 @@ def _run(options: BenchOptions, settings: Settings, out: TextIO, executor: Execu
     where = "" if executor.label == "local" else f" ({executor.label})"
     print(f"stitch bench: {len(chosen)} tasks ({len(previous)} already done), coder {options.coder}, "
           + (f"{len(workers)} worker(s) on GPU {', '.join(w.slot for w in workers)}{where}; " if workers else
-             "nothing to run; ")
+             "interrupted while its workers started; " if todo else "nothing to run; ")
           + f"results in {options.run_dir}", file=out, flush=True)
 
     started = time.monotonic()
