@@ -50,7 +50,8 @@ def edit_files(outcome, settings: Settings, module_path: str, func_name: str) ->
     package = module_path.rsplit("/", 1)[0] if "/" in module_path else ""
     text = edit_module(
         program,
-        loader_import=f"from .{LOADER_MODULE} import load_kernel" if package else f"from {LOADER_MODULE} import load_kernel",
+        loader_import=(f"from .{LOADER_MODULE} import load_kernel, load_triton" if package
+                       else f"from {LOADER_MODULE} import load_kernel, load_triton"),
         func_name=func_name,
         header=(f"Fused by Stitch from {outcome.task.origin_path}. "
                 f"{outcome.verdict.summary if outcome.verdict else ''}").strip(),

@@ -33,6 +33,7 @@ REDUCTION_OPS = {
 LIBRARY_OPS = {
     "aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
     "aten._addmm_activation.default",
+    "stitch.gemm",  # the GEMM family's kernel: a GEMM and its epilogue (template_coder.gemm_match)
 }
 CREATION_OPS = {"aten.scalar_tensor.default", "aten.full.default"}
 FLOAT_DTYPES = {"float32", "float16", "bfloat16"}

@@ -26,7 +26,8 @@ class TemplateCoder:
         module = candidate_module(task, program)
         return Candidate(
             module_source=module,
-            cuda_sources={f"{k.name}.cu": k.source for k in program.kernels},
+            # Triton kernels (the GEMM family) are Python modules: .py, so CUDA tools and rules skip them.
+            cuda_sources={f"{k.name}{'.py' if k.backend == 'triton' else '.cu'}": k.source for k in program.kernels},
             coder="template",
             notes=program.notes,
             uncovered_ops=program.uncovered_ops,
