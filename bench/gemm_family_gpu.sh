@@ -5,7 +5,7 @@
 #   OUT=dir KB=dir-of-kernelbench-gemm-tasks STEPS="tests probe bench" bash bench/gemm_family_gpu.sh
 #
 # KB: KernelBench level-2 GEMM tasks (the corpus is not part of this repository: copy them in).
-# BENCH_TASKS: the `--tasks` globs for the `stitch bench` step (default: two bench tasks).
+# BENCH_TASKS: the `--tasks` names for the `stitch bench` step ("all": every task in BENCH_DIR).
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -35,11 +35,18 @@ for step in ${STEPS:-tests probe bench}; do
         --compile "${COMPILE:-bf16}" 2>&1 | tee "$O/probe.log" | grep -vE '^\{"task"' ;;
     bench)
       args=()
-      for t in ${BENCH_TASKS:-gemm_linear_bias_gelu_fp32 gemm_swiglu_mlp_bf16}; do args+=(--tasks "$t"); done
-      timeout -s INT -k 20 "${BENCH_S:-200}" python3 -m stitch_lsp.cli bench "${BENCH_DIR:-bench/tasks}" \
-        --coder template --out "$ROOT/.stitch/bench/gemm" --profile none --task-timeout 150 "${args[@]}" \
-        > "$O/bench.log" 2>&1
-      echo "== bench: rc=$?"; tail -25 "$O/bench.log"
-      cp "$ROOT/.stitch/bench/gemm/report.json" "$O/bench_report.json" 2>/dev/null ;;
+      if [ "${BENCH_TASKS:-}" != all ]; then
+        set -f
+        for t in ${BENCH_TASKS:-gemm_linear_bias_gelu_fp32 gemm_swiglu_mlp_bf16}; do args+=(--tasks "$t"); done
+        set +f
+      fi
+      limit=${BENCH_S:-200}
+      # Start no task in the last 45 s, so the report is written by the bench itself, not after a kill.
+      timeout -s INT -k 20 "$limit" python3 -m stitch_lsp.cli bench "${BENCH_DIR:-bench/tasks}" \
+        --coder template --out "$ROOT/.stitch/bench/gemm" --profile none --task-timeout 150 \
+        --budget $((limit - 45)) "${args[@]}" > "$O/bench.log" 2>&1
+      echo "== bench: rc=$?"; tail -60 "$O/bench.log"
+      cp "$ROOT/.stitch/bench/gemm/report.json" "$O/bench_report.json" 2>/dev/null
+      cp "$ROOT/.stitch/bench/gemm/table.txt" "$O/bench_table.txt" 2>/dev/null ;;
   esac
 done

@@ -376,12 +376,69 @@ def load_triton(source: str, name: str) -> Any:
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
-        kernel = getattr(module, name)
+        kernel = TritonKernel(getattr(module, name), name)
         _TRITON[key] = kernel
         _RECORDS.append(CompileRecord(name=name, filename=str(path), mangled=name, backend="triton",
                                       seconds=time.perf_counter() - start, cached="",
                                       source_sha=hashlib.sha256(source.encode()).hexdigest()[:16]))
         return kernel
+
+
+class TritonKernel:
+    """A Triton kernel: ``launch(grid, args, meta)``; ``kernel[grid](...)`` is Triton's own launch.
+
+    The first launch of each (device, grid, meta) goes through Triton's JIT (compile or fetch the
+    binary, specialise on the arguments); later ones call the compiled kernel's launcher directly,
+    skipping the JIT's argument binding and cache lookup (tens of microseconds of host time a call,
+    which a GPU waiting on the launch would spend idle). The arguments' dtypes, alignment and
+    count are fixed by the caller's signature (a fused module's program is per input signature).
+    Triton's launch hooks (profilers) keep the JIT path.
+    """
+
+    def __init__(self, fn: Any, name: str) -> None:
+        self.fn = fn
+        self.name = name
+        self._fast: dict[Any, Any] = {}
+
+    def __getitem__(self, grid: Any) -> Any:
+        return self.fn[grid]
+
+    def warmup(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.warmup(*args, **kwargs)
+
+    def launch(self, grid: tuple[int, int, int], args: Sequence[Any], meta: dict[str, int]) -> None:
+        device = args[0].get_device() if args and hasattr(args[0], "get_device") else 0
+        key = (device, grid, tuple(meta.items()))
+        fast = self._fast.get(key)
+        if fast is not None:
+            from triton import knobs
+
+            if knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None:
+                run, function, packed, consts = fast
+                if _LAUNCH_OBSERVERS:
+                    for observer in list(_LAUNCH_OBSERVERS):
+                        observer(self.name, _current_stream_handle(device))
+                run(grid[0], grid[1], grid[2], _current_stream_handle(device), function, packed, None, None, None,
+                    *args, *consts)
+                return
+        if _LAUNCH_OBSERVERS:
+            for observer in list(_LAUNCH_OBSERVERS):
+                observer(self.name, _current_stream_handle(device))
+        compiled = self.fn[grid](*args, **meta)
+        if key not in self._fast:
+            self._fast[key] = self._fast_path(compiled, len(args), meta)
+
+    def _fast_path(self, compiled: Any, nargs: int, meta: dict[str, int]) -> Any:
+        """(launcher, function, metadata, constexpr values) of a compiled kernel, or None (keep the JIT)."""
+        names = list(getattr(self.fn, "arg_names", []) or [])
+        try:
+            consts = [meta[n] for n in names[nargs:]]
+            run, function, packed = compiled.run, compiled.function, compiled.packed_metadata
+        except (AttributeError, KeyError, TypeError):
+            return None  # another Triton (or its interpreter): every launch through the JIT
+        if len(names) != nargs + len(consts) or function is None:
+            return None
+        return run, function, packed, consts
 
 
 # --------------------------------------------------------------------------- arguments

@@ -148,7 +148,8 @@ def tune(request: TuneRequest, progress=lambda stage, message="", percent=None: 
                 result.errors[label] = "not timed: the tuning run's time budget ran out"
                 continue
             try:
-                us = time_call(lambda: kernel[tuple(t.grid)](*args, *outs, **t.meta), flush)
+                grid = tuple(t.grid)
+                us = time_call(lambda: kernel.launch(grid, [*args, *outs], t.meta), flush)
             except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory for this tile
                 result.errors[label] = f"{type(exc).__name__}: {str(exc)[:300]}"
                 continue

@@ -63,6 +63,11 @@ INTERPRETED = [
     ("plain_matmul_alpha_beta", "return torch.addmm(self.scale, x, self.w, beta=0.5, alpha=2.0).clamp(-1, 1)", {}),
     ("three_dims_two_outputs", "y = self.lin(x)\n        return y, torch.sigmoid(y)",
      dict(args="x", inputs="torch.randn(4, 16, 48, dtype=DT)")),
+    # Row reductions over N, fused when one tile spans a row: softmax, logsumexp, mean / max (not keepdim).
+    ("softmax_fp16_in_fp32", "return torch.softmax(self.lin(x).float() * 2.0, dim=-1)", dict(dtype="float16", n=72)),
+    ("logsumexp_then_gelu", "return F.gelu(torch.logsumexp(self.lin(x), dim=1, keepdim=True))", {}),
+    ("row_mean_and_max", "y = torch.relu(self.lin(x))\n        return y.mean(dim=-1), y.amax(dim=-1, keepdim=True) - y",
+     dict(n=40)),
 ]
 
 

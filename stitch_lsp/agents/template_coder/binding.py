@@ -143,7 +143,7 @@ class _Prepared:
                     args.append(t)
                 if kernel is None:
                     kernel = step[7] = _KERNELS.get(source) or _KERNELS.setdefault(source, load_triton(source, name))
-                kernel[grid](*args, **meta)
+                kernel.launch(grid, args, meta)
                 if tuple_name:
                     env[tuple_name] = tuple(env[o] for o, _, _ in outs)
             elif kind == "op":

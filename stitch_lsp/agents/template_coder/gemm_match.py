@@ -31,6 +31,9 @@ GEMM_OP = "stitch.gemm"
 GEMM_DTYPES = ("float32", "bfloat16", "float16")
 LEAF_DTYPES = ("float32", "bfloat16", "float16", "bool", "int32", "int64")
 MAX_ACCUMULATORS = 2  # registers: two 128x128 fp32 accumulators already take 128 a thread
+# Row reductions over the GEMM's N (softmax, logsumexp, sums, max) fuse when one tile holds a whole row.
+ROW_TILE_MAX = 256
+ROW_REDUCTIONS = {"aten.sum.dim_IntList", "aten.mean.dim", "aten.amax.default", "aten.amin.default"}
 # Views that keep every element where it is (same linear index), and those that only read.
 _SAME_INDEX = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.alias.default",
                "aten.clone.default", "aten.detach.default", "aten.unsqueeze.default", "aten.squeeze.dim",
@@ -99,10 +102,16 @@ class GemmSpec:
     tile: list[int] = field(factory=list)  # BM, BN, BK, GROUP_M, warps, stages (gemm_tiles.Tile)
     tile_source: str = ""  # "cache" (measured here) | "table" (measured on an H100, by shape class)
     constants: list[str] = field(factory=list)  # epilogue values made of constants (also left in the graph)
+    rows: list[str] = field(factory=list)  # epilogue values with one element per row (after a row reduction)
 
     @property
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k * len(self.accs)
+
+    @property
+    def reduces_rows(self) -> bool:
+        """The epilogue reduces over the tile's columns: one tile must hold a whole row."""
+        return any(e.op in ROW_REDUCTIONS for e in self.epilogue)
 
     def leaves(self) -> list[str]:
         """The kernel's tensor parameters after A and the B's: biases and epilogue inputs, each once."""
@@ -136,7 +145,8 @@ class GemmSpec:
         return list(dict.fromkeys(self.inputs()))
 
     def describe(self) -> str:
-        ops = [op_table.short(e.op) for e in self.epilogue if e.op in TRITON_POINTWISE]
+        ops = [op_table.short(e.op) for e in self.epilogue
+               if (e.op in TRITON_POINTWISE or e.op in ROW_REDUCTIONS) and e.op != "aten._to_copy.default"]
         kind = {"tf32x3": "3xTF32 (fp32 accuracy)", "tf32": "TF32, as the reference allows"}.get(
             self.precision, f"{self.dtype}, one pass")
         two = f", {len(self.accs)} accumulators" if len(self.accs) > 1 else ""
@@ -268,6 +278,7 @@ class _Front:
     after: set[str] = field(factory=set)  # values that depend on the absorbed GEMMs (cannot be loaded)
     leaves_fixed: set[str] = field(factory=set)  # GEMMs read as plain inputs (not absorbed)
     constants: set[str] = field(factory=set)  # epilogue values that depend on no tensor (copied, not moved)
+    rows: set[str] = field(factory=set)  # epilogue values with one element per row (row reductions and after)
     n: int | None = None
 
 
@@ -295,18 +306,58 @@ def _grow(first: _Gemm, graph: OpGraph, index: dict[str, OpNode], gemms: dict[st
                 gemm, offset = front.acc_views[src]
                 if shift is not None and _width_ok(front, node.shape[-1]):
                     front.acc_views[node.name] = (gemm, offset + shift)
+            elif src in front.rows and node.op in _SAME_INDEX and node.numel == first.m:
+                front.nodes[node.name] = node  # a per-row value, reshaped ([M, 1] <-> [M])
+                front.rows.add(node.name)
             elif src in front.nodes and node.op in _SAME_INDEX and _rows(node.shape, first.m) \
                     and node.shape[-1] == index[src].shape[-1]:
                 front.nodes[node.name] = node
             continue
+        if klass == "reduction":
+            _admit_reduction(node, front, index)
+            continue
         if klass != "pointwise" or node.op not in TRITON_POINTWISE or not _rows(node.shape, first.m):
             continue
-        if node.dtype not in LEAF_DTYPES or not _width_ok(front, node.shape[-1]):
+        if node.dtype not in LEAF_DTYPES:
+            continue
+        per_row = node.numel == first.m and any(r in front.rows for r in refs)
+        if not per_row and not _width_ok(front, node.shape[-1]):
             continue
         if _admit(node, front, index, gemms, taken):
-            front.n = node.shape[-1]
+            if per_row:
+                front.rows.add(node.name)
+            else:
+                front.n = node.shape[-1]
             front.nodes[node.name] = node
     return front
+
+
+def _admit_reduction(node: OpNode, front: _Front, index: dict[str, OpNode]) -> None:
+    """A sum / mean / max / min over the last dimension of an epilogue value joins the epilogue when a
+    whole row fits one tile (the kernel then reduces across the tile's columns)."""
+    refs = node.refs()
+    if node.op not in ROW_REDUCTIONS or len(refs) != 1 or node.dtype not in GEMM_DTYPES:
+        return
+    src = refs[0]
+    if src not in front.nodes and src not in front.acc_views or src in front.rows:
+        return
+    shape = index[src].shape
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if [d % len(shape) for d in dims] != [len(shape) - 1] or node.numel != front.first.m:
+        return
+    width = shape[-1]
+    if width > ROW_TILE_MAX or not _width_ok(front, width):
+        return
+    if src in front.acc_views and src not in front.nodes:
+        acc = front.acc_views[src]
+        if acc not in front.accs:
+            if len(front.accs) >= MAX_ACCUMULATORS:
+                return
+            front.accs.append(acc)
+    front.n = width
+    front.rows.add(node.name)
+    front.nodes[node.name] = node
 
 
 def _width_ok(front: _Front, width: int) -> bool:
@@ -320,6 +371,9 @@ def _admit(node: OpNode, front: _Front, index: dict[str, OpNode], gemms: dict[st
     new_gemms: list[_Gemm] = []
     reads: dict[str, tuple[str, tuple[int, ...], str]] = {}
     for r in node.refs():
+        if r in front.rows and node.numel != front.first.m and (
+                len(index[r].shape) != len(node.shape) or index[r].shape[-1] != 1):
+            return False  # a per-row value broadcast along the wrong dimension
         if r in front.nodes:
             continue
         if r in front.acc_views:
@@ -420,6 +474,8 @@ def _consistent(front: _Front, needed: list[str], index: dict[str, OpNode]) -> b
         shape = index[name].shape
         if width is None:
             width = shape[-1]
+        if name in front.rows:
+            continue  # one value per row, stored by row
         if not _rows(shape, front.first.m) or shape[-1] != width:
             return False
         if name in front.acc_views:
@@ -469,6 +525,7 @@ def _spec(front: _Front, needed: list[str], index: dict[str, OpNode], allow_tf32
                                index[n].dtype) for n in live],
         reads=reads, outputs=list(needed), output_shapes=[list(index[o].shape) for o in needed],
         output_dtypes=[index[o].dtype for o in needed], constants=[c for c in live if c in front.constants],
+        rows=[r for r in live if r in front.rows],
     )
 
 

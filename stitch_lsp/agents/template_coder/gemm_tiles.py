@@ -35,15 +35,16 @@ CANDIDATES: dict[str, list[Tile]] = {
     "half": [[128, 256, 64, 8, 8, 3], [256, 128, 64, 8, 8, 3], [128, 128, 64, 8, 8, 4], [128, 128, 64, 8, 4, 4],
              [64, 256, 64, 8, 4, 4], [128, 64, 64, 8, 4, 4], [64, 128, 64, 8, 4, 4]],
 }
-# The default for each class, until a tuning run measures the problem itself.
+# The default for each class, until a tuning run measures the problem itself: the fastest candidate on an
+# H100 (bench/results/gemm_family_h100.md) over the bench and KernelBench shapes of the class.
 TABLE: dict[tuple[str, int, str], Tile] = {
-    ("fp32", 1, "tall"): [128, 128, 32, 8, 8, 3],
-    ("fp32", 1, "short"): [64, 128, 32, 8, 4, 4],
-    ("fp32", 2, "tall"): [128, 64, 32, 8, 8, 3],
-    ("fp32", 2, "short"): [64, 64, 32, 8, 4, 4],
+    ("fp32", 1, "tall"): [128, 64, 32, 8, 4, 4],  # 7 of 9 fp32 shapes; the others within 5%
+    ("fp32", 1, "short"): [128, 64, 32, 8, 4, 4],  # 128 rows: best at N = 16384, 11% off at N = 32768
+    ("fp32", 2, "tall"): [128, 128, 32, 8, 8, 3],  # two accumulators (GEGLU)
+    ("fp32", 2, "short"): [64, 128, 32, 8, 4, 4],
     ("half", 1, "tall"): [128, 256, 64, 8, 8, 3],
     ("half", 1, "short"): [64, 256, 64, 8, 4, 4],
-    ("half", 2, "tall"): [128, 128, 64, 8, 8, 3],
+    ("half", 2, "tall"): [128, 128, 64, 8, 8, 4],  # two accumulators (SwiGLU)
     ("half", 2, "short"): [64, 128, 64, 8, 4, 4],
 }
 SHORT_ROWS = 256  # at most this many rows: half-height tiles, or too few programs fill the GPU
@@ -66,6 +67,10 @@ def fit(tile: Tile, spec: GemmSpec) -> Tile:
     bm = min(bm, _pow2_at_least(spec.m))
     bn = min(bn, _pow2_at_least(spec.n))
     bk = min(bk, _pow2_at_least(spec.k))
+    if spec.reduces_rows:  # one tile spans the row; the accumulators' registers cap the rows a tile takes
+        bn = _pow2_at_least(spec.n)
+        bm = min(bm, 64 if bn > 128 else 128)
+        warps = max(warps, 8 if bm * bn >= 128 * 128 else 4)
     if bm * bn <= 64 * 64:
         warps = min(warps, 4)
     return [bm, bn, bk, group_m, warps, stages]

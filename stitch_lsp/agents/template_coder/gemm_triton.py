@@ -24,6 +24,9 @@ from stitch_lsp.agents.template_coder.gemm_ops import (
     TRITON_DTYPES, TRITON_POINTWISE, expression, helpers_for, literal, operand_count, rounded,
 )
 from stitch_lsp.agents.op_table import CREATION_OPS
+
+ROW_REDUCE = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max",
+              "aten.amin.default": "min"}
 from stitch_lsp.agents.template_coder.emitter import Unsupported
 
 HEADER = '''"""{title}
@@ -151,7 +154,28 @@ class _Epilogue:
             return literal(arg)
         raise Unsupported(f"{node.op} has an operand of an unsupported kind")
 
+    def reduce(self, node) -> str:
+        """A reduction over the tile's columns (the whole row: the tile is as wide as N): [BM, 1]."""
+        src = self.value(node.refs()[0])
+        how = ROW_REDUCE[node.op]
+        var = self.fresh("r")
+        if how in ("sum", "mean"):
+            self.emit(f"{var} = tl.sum(tl.where(rn < N, {src}, 0.0), axis=1)[:, None]")
+            if how == "mean":
+                self.emit(f"{var} = {var} * {literal(1.0 / self.spec.n)}")
+        else:
+            fill, pick = ("-_INF", "tl.max") if how == "max" else ("_INF", "tl.min")
+            # NaN anywhere in the row gives NaN, as torch.amax / amin do.
+            self.emit(f"{var} = {pick}(tl.where(rn < N, {src}, {fill}), axis=1)[:, None]")
+            self.emit(f"{var} = tl.where(tl.max(((rn < N) & ({src} != {src})).to(tl.float32), axis=1)[:, None] > 0.0, "
+                      f"_NAN, {var})")
+        if node.dtype != "float32":
+            self.emit(f"{var} = {rounded(var, node.dtype)}")
+        return var
+
     def compute(self, node) -> str:
+        if node.op in ROW_REDUCE:
+            return self.reduce(node)
         if node.op in CREATION_OPS:
             return literal(node.args[0] if node.op == "aten.scalar_tensor.default" else node.args[1])
         if node.op not in TRITON_POINTWISE:  # a view of an epilogue value: the same element
@@ -233,10 +257,13 @@ def kernel_source(spec: GemmSpec, name: str) -> str:
     e("mask = (rm < M) & (rn < N)")
     epi = _Epilogue(spec, param)
     stores = []
-    for i, (out, dtype) in enumerate(zip(spec.outputs, spec.output_dtypes)):
+    for i, (out, shape, dtype) in enumerate(zip(spec.outputs, spec.output_shapes, spec.output_dtypes)):
         val = epi.value(out)
         stored = f"({val} != 0.0)" if dtype == "bool" else f"{val}.to({TRITON_DTYPES[dtype]})"
-        stores.append(f"tl.store({outs[i]} + rm * N + rn, {stored}, mask=mask)")
+        if out in spec.rows:
+            stores.append(f"tl.store({outs[i]} + rm, {stored}, mask=rm < M)")  # one value per row
+        else:
+            stores.append(f"tl.store({outs[i]} + rm * N + rn, {stored}, mask=mask)")
     lines = ["    " + line for line in body] + epi.lines + ["    " + s for s in stores]
     signature = ", ".join(params + outs + ["M: tl.constexpr", "N: tl.constexpr", "K: tl.constexpr", "BM: tl.constexpr", "BN: tl.constexpr", "BK: tl.constexpr",
                                            "GROUP_M: tl.constexpr"])
