@@ -26,7 +26,7 @@ from stitch_lsp.agents.rubric import RubricContext, apply_rubric, rubric_finding
 from stitch_lsp.findings import Finding
 from stitch_lsp.agents.planner import describe, make_plan
 from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, spec_of
-from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, TileCache, record, tune_cases
+from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, TileCache, mode_override, record, tune_cases
 from stitch_lsp.gemm_tuning import TuneReply, TuneRequest
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.op_graph import TraceReply, TraceRequest
@@ -111,7 +111,7 @@ def _speedups(verdict: Verdict) -> str:
 def gemm_options(settings: Settings, root: Path, device: DeviceInfo | None) -> GemmOptions:
     """The template Coder's GEMM options for a workspace: the mode from the settings, the tiles measured on
     this GPU (``.stitch/gemm_tiles.json``)."""
-    return GemmOptions(mode=settings.gemm, gpu=device.name if device is not None else "",
+    return GemmOptions(mode=mode_override(settings.gemm), gpu=device.name if device is not None else "",
                        cache=TileCache.in_workspace(root))
 
 

@@ -64,16 +64,23 @@ def test_half_precision_one_pass_and_rounded_like_eager():
     assert ".to(tl.float16).to(tl.float32)" in kernel.source  # each half-precision result rounded
 
 
-def test_auto_leaves_cublaslt_epilogues_to_cublas_and_takes_the_rest():
+def test_auto_takes_fp32_gemms_and_half_precision_ones_only_where_measured_faster(tmp_path):
     big = dict(m=1024, k=1024, n=1024, dtype="bfloat16")
     _, tanh_gelu = task("return F.gelu(self.lin(x), approximate='tanh')", **big)
     _, silu = task("return F.silu(self.lin(x))", **big)
     _, plain_fp32 = task("return self.lin(x)", m=1024, k=1024, n=1024)
-    auto = GemmOptions(mode="auto")
+    cache = TileCache.in_workspace(tmp_path)
+    auto = GemmOptions(mode="auto", gpu="H100", cache=cache)
+    assert gemm_specs(lower(plain_fp32, auto))  # 3xTF32 beats cuBLAS's fp32 GEMM by itself
     assert not gemm_specs(lower(tanh_gelu, auto))  # cuBLASLt applies bias + tanh-GELU itself
     assert "aten._addmm_activation.default" in [n.op for n in lower(tanh_gelu, auto).graph.nodes]
-    assert gemm_specs(lower(silu, auto))
-    assert gemm_specs(lower(plain_fp32, auto))  # 3xTF32 beats cuBLAS's fp32 GEMM by itself
+    assert not gemm_specs(lower(silu, auto))  # bf16, not measured: cuBLAS and a fused pass after it
+    (spec,) = gemm_specs(lower(silu, TRITON))
+    key = problem_key(spec, "H100")
+    cache.put(key, TileEntry(tile=[128, 256, 64, 8, 8, 3], kernel_us=26.0, gpu="H100", library_us=25.0))
+    assert gemm_specs(lower(silu, auto))  # 26 µs fused < 25 µs cuBLAS + the SiLU's own pass (1.4 µs)
+    cache.put(key, TileEntry(tile=[128, 256, 64, 8, 8, 3], kernel_us=27.0, gpu="H100", library_us=25.0))
+    assert not gemm_specs(lower(silu, auto))
     assert not gemm_specs(lower(silu, GemmOptions(mode="cublas")))
     _, tiny = task("return torch.relu(self.lin(x))", m=16, k=32, n=16)
     assert not gemm_specs(lower(tiny, auto))  # a launch costs more than such a GEMM
