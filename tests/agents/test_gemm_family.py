@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,67 @@ def test_generated_kernel_computes_what_eager_does(interpreted, name):
     for out in result["outputs"]:
         assert out["shape_ok"] and out["dtype_ok"]
         assert out["max_err"] <= out["tol"] * (1 + out["scale"]), out
+
+
+def test_inference_mode_trace_folds_batchnorm_into_the_epilogue_and_drops_dropout():
+    source = TEMPLATE_BN
+    reply = trace_handler.trace_task(source)
+    assert reply.ok, reply.message
+    ops = [n.op for n in reply.graph.nodes]
+    assert not any("bernoulli" in op or "batch_norm" in op for op in ops), ops
+    (spec,) = gemm_specs(lower(reply.graph, TRITON))
+    assert {"aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor"} <= {e.op for e in spec.epilogue}
+
+
+TEMPLATE_BN = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(48, 80)
+        self.bn = nn.BatchNorm1d(80)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        return torch.relu(self.drop(self.bn(self.lin(x))))
+
+def get_inputs():
+    return [torch.randn(64, 48)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+class _FakePool:
+    """A worker pool that answers ``gemm_tune`` with one measured tile per case."""
+
+    def __init__(self):
+        self.asked = []
+
+    def call(self, kind, request, reply_cls, **kw):
+        self.asked.append((kind, request))
+        return TuneReply(ok=True, gpu="H100", results=[
+            TuneResult(key=c.key, timings_us={"t": 10.0}, best=c.tiles[-1].tile, best_us=10.0, library_us=20.0)
+            for c in request.cases])
+
+
+def test_tuning_job_records_a_tile_per_kernel_and_the_next_fuse_uses_it(tmp_path):
+    from stitch_lsp.agents.fuse_service import tune_gemm_tiles
+    from stitch_lsp.agents.template_coder import TemplateCoder
+    from stitch_lsp.agents.fuse_service import untuned_gemms
+    from stitch_lsp.agents.planner import make_plan
+
+    t, graph = task("return F.gelu(self.lin(x))", m=1024, k=1024, n=1024)
+    options = GemmOptions(mode="auto", gpu="H100", cache=TileCache.in_workspace(tmp_path))
+    before = TemplateCoder(options).generate(t, make_plan(t, graph, gemm=options))
+    assert untuned_gemms(before) == 1
+    pool = types.SimpleNamespace(pool=_FakePool())
+    lines = tune_gemm_tiles(graph, options, pool)
+    assert pool.pool.asked[0][0] == "gemm_tune" and len(lines) == 1 and "µs" in lines[0]
+    fresh = GemmOptions(mode="auto", gpu="H100", cache=TileCache.in_workspace(tmp_path))
+    after = TemplateCoder(fresh).generate(t, make_plan(t, graph, gemm=fresh))
+    assert untuned_gemms(after) == 0
+    assert tune_gemm_tiles(graph, fresh, pool) == ["every GEMM kernel's tile is measured already"]

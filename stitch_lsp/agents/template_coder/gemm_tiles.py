@@ -3,7 +3,7 @@
 A tile is ``[BM, BN, BK, GROUP_M, num_warps, num_stages]``. With no measurement for a problem the
 kernel takes the table's tile for its class (fp32 3xTF32 or half precision; one or two accumulators;
 few rows or many), which was the fastest of the candidates on an H100 over the bench shapes. A tuning
-run (``stitch tune-gemm``, or the background job after a fuse) times every candidate on the user's
+run (``stitch fuse --tune-gemm``, or the background job after a fuse) times every candidate on the user's
 GPU and caches the fastest per (GPU, shape, dtype, epilogue) in ``.stitch/gemm_tiles.json``; later
 generations use it. Nothing here runs a kernel (the timing is the worker's, ``worker/gemm_tune_handler``).
 """
