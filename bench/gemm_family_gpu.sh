@@ -9,12 +9,8 @@
 # BENCH_EXTRA: more `stitch bench` flags; STITCH_GEMM=triton|cublas|auto: the GEMM family's mode.
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
-O=${OUT:-/tmp/out}; mkdir -p "$O"
-if ! python3 -c "import attrs, cattrs, pygls" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH=/usr/local/cuda/bin:$PATH
+# shellcheck source=bench/gpu_env.sh
+. bench/gpu_env.sh
 export TRITON_CACHE_DIR="$ROOT/.stitch/triton-cache" TORCHINDUCTOR_CACHE_DIR="$ROOT/.stitch/inductor-cache"
 {
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader

@@ -4,12 +4,8 @@
 # Groups: verify jobs llm bench analysis fuse fuse_lsp loader latency (default: all but fuse, fuse_lsp, loader).
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
-O=${OUT:-/tmp/out}; mkdir -p "$O"
-if ! python3 -c "import attrs, pygls" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH=/usr/local/cuda/bin:$PATH
+# shellcheck source=bench/gpu_env.sh
+. bench/gpu_env.sh
 {
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
   python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"

@@ -11,7 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from stitch_lsp.agents.op_table import OPERAND_COUNT
+from stitch_lsp.agents.op_table import (
+    OPERAND_COUNT, add_alpha, clamp_bounds, elu_params, gelu_is_tanh, hardtanh_bounds, leaky_slope,
+    pow_scalar_template, softplus_params,
+)
 
 NAN_PROPAGATE = "propagate_nan=tl.PropagateNan.ALL"
 
@@ -27,7 +30,7 @@ def literal(value: Any) -> str:
 
 
 def _alpha(args, kw, sign: str) -> str:
-    alpha = kw.get("alpha", args[2] if len(args) > 2 else 1)
+    alpha = add_alpha(args, kw)
     return "({a} %s {b})" % sign if alpha in (1, 1.0) else "({a} %s %s * {b})" % (sign, literal(alpha))
 
 
@@ -49,42 +52,28 @@ def _clamp(lo, hi) -> str:
 
 
 def _gelu(args, kw) -> str:
-    if (kw.get("approximate") or (args[1] if len(args) > 1 else "none")) == "tanh":
+    if gelu_is_tanh(args, kw):
         return "(0.5 * {a} * (1.0 + _st_tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a}))))"
     return "(0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476)))"
 
 
 def _pow_scalar(args, kw) -> str:
-    e = float(args[1])
-    if e == 2.0:
-        return "({a} * {a})"
-    if e == 3.0:
-        return "({a} * {a} * {a})"
-    if e == 0.5:
-        return "tl.sqrt_rn({a})"
-    if e == 1.0:
-        return "{a}"
-    if e == -1.0:
-        return "(1.0 / {a})"
-    return "libdevice.pow({a}, %s)" % literal(e)
+    return pow_scalar_template(args, sqrt="tl.sqrt_rn", power="libdevice.pow", one="1.0", literal=literal)
 
 
 def _elu(args, kw) -> str:
-    alpha = float(args[1]) if len(args) > 1 else 1.0
-    scale = float(args[2]) if len(args) > 2 else 1.0
-    input_scale = float(args[3]) if len(args) > 3 else 1.0
+    alpha, scale, input_scale = elu_params(args)
     return ("tl.where({a} > 0.0, %s * {a}, %s * _st_expm1(%s * {a}))"
             % (literal(scale), literal(alpha * scale), literal(input_scale)))
 
 
 def _leaky(args, kw) -> str:
-    slope = float(args[1]) if len(args) > 1 else 0.01
+    slope = leaky_slope(args)
     return "tl.where({a} > 0.0, {a}, %s * {a})" % literal(slope)
 
 
 def _softplus(args, kw) -> str:
-    beta = literal(float(args[1]) if len(args) > 1 else 1.0)
-    threshold = literal(float(args[2]) if len(args) > 2 else 20.0)
+    beta, threshold = (literal(v) for v in softplus_params(args))
     return f"tl.where({{a}} * {beta} > {threshold}, {{a}}, _st_log1p(tl.exp({{a}} * {beta})) / {beta})"
 
 
@@ -139,10 +128,9 @@ TRITON_POINTWISE: dict[str, Callable[[list, dict], str]] = {
     "aten.relu.default": _fixed(_max("{a}", "0.0")),
     "aten.elu.default": _elu,
     "aten.leaky_relu.default": _leaky,
-    "aten.hardtanh.default": lambda a, k: _clamp(float(a[1]) if len(a) > 1 else -1.0, float(a[2]) if len(a) > 2 else 1.0),
+    "aten.hardtanh.default": lambda a, k: _clamp(*hardtanh_bounds(a)),
     "aten.softplus.default": _softplus,
-    "aten.clamp.default": lambda a, k: _clamp(k.get("min", a[1] if len(a) > 1 else None),
-                                              k.get("max", a[2] if len(a) > 2 else None)),
+    "aten.clamp.default": lambda a, k: _clamp(*clamp_bounds(a, k)),
     "aten.clamp_min.default": lambda a, k: _clamp(a[1], None),
     "aten.clamp_max.default": lambda a, k: _clamp(None, a[1]),
     "aten.maximum.default": _fixed(_max("{a}", "{b}")),
