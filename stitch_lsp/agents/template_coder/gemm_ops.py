@@ -20,10 +20,11 @@ NAN_PROPAGATE = "propagate_nan=tl.PropagateNan.ALL"
 
 
 def literal(value: Any) -> str:
-    """A float literal inside ``@triton.jit`` code; infinities and NaN are module-level constexprs."""
+    """A float literal inside ``@triton.jit`` code; infinity is a module-level constexpr, NaN is made from it
+    (Triton checks at each launch that the globals a kernel read are unchanged, and NaN never equals itself)."""
     v = float(value)
     if math.isnan(v):
-        return "_NAN"
+        return "(_INF - _INF)"
     if math.isinf(v):
         return "_INF" if v > 0 else "(-_INF)"
     return repr(v)

@@ -38,7 +38,6 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 _INF = tl.constexpr(float("inf"))
-_NAN = tl.constexpr(float("nan"))
 '''
 
 def _contiguous_strides(shape) -> list[int]:
@@ -168,7 +167,7 @@ class _Epilogue:
             # NaN anywhere in the row gives NaN, as torch.amax / amin do.
             self.emit(f"{var} = {pick}(tl.where(rn < N, {src}, {fill}), axis=1)[:, None]")
             self.emit(f"{var} = tl.where(tl.max(((rn < N) & ({src} != {src})).to(tl.float32), axis=1)[:, None] > 0.0, "
-                      f"_NAN, {var})")
+                      f"{literal(float('nan'))}, {var})")
         if node.dtype != "float32":
             self.emit(f"{var} = {rounded(var, node.dtype)}")
         return var
