@@ -1,7 +1,7 @@
-"""Mixture-of-experts router, bf16: token logits over 128 experts, softmax in fp32.
+"""Mixture-of-experts router, bf16: token logits over 128 experts, log-softmax in fp32.
 
-16384 tokens x 4096 hidden -> 128 experts (no bias), then the routing weights as
-an fp32 softmax over the experts, as Mixtral / DeepSeek-style routers compute them.
+16384 tokens x 4096 hidden -> 128 experts (no bias), then the routing log-probabilities
+as an fp32 log-softmax over the experts (what a router's auxiliary and z-losses read).
 A GEMM with a row softmax over its whole output width.
 """
 
@@ -22,7 +22,7 @@ class Model(nn.Module):
         self.gate = nn.Linear(hidden, experts, bias=False, dtype=DTYPE)
 
     def forward(self, x):
-        return F.softmax(self.gate(x), dim=-1, dtype=torch.float32)
+        return F.log_softmax(self.gate(x), dim=-1, dtype=torch.float32)
 
 
 def get_inputs():
