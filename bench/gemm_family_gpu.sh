@@ -9,6 +9,7 @@
 # BENCH_EXTRA: more `stitch bench` flags; STITCH_GEMM=triton|cublas|auto: the GEMM family's mode.
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
+O=${OUT:-/tmp/out}; mkdir -p "$O"
 # shellcheck source=bench/gpu_env.sh
 . bench/gpu_env.sh
 export TRITON_CACHE_DIR="$ROOT/.stitch/triton-cache" TORCHINDUCTOR_CACHE_DIR="$ROOT/.stitch/inductor-cache"
