@@ -222,3 +222,12 @@ def build(layers: list[Layer], *, root: Path | None, trusted: bool) -> Built:
         settings, ignored = merge(settings, raw)
         unknown += [(layer.name, key) for key in ignored]
     return Built(settings.replace(trusted=trusted), unknown, untrusted)
+
+
+def for_workspace(root: Path, *, trust: bool = False) -> Built:
+    """Settings for a command run on ``root`` outside an editor: the user's config file, then the
+    workspace's ``[tool.stitch]``, screened unless ``trust`` or the user's config trusts the folder."""
+    user, folders = from_user_config()
+    trusted = trust or in_trusted_folder(root, folders)
+    layers = [Layer("your config", user, False), Layer("pyproject.toml", from_pyproject(root), True)]
+    return build(layers, root=root, trusted=trusted)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from stitch_lsp.cancellation import CancelToken, ProgressEvent
+from stitch_lsp.commands.workspace_settings import add_trust_flag, load
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-verify", action="store_true", help="plan and generate only")
     p.add_argument("--no-record", action="store_true",
                    help="never run the file's get_inputs() to record missing shapes")
+    add_trust_flag(p)
     p.set_defaults(func=run)
 
 
@@ -59,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from stitch_lsp.agents.fuse_edit import apply_text_edits, build_edit, names_for
     from stitch_lsp.agents.fuse_region import prepare
     from stitch_lsp.agents.fuse_service import fuse_task, outcome_json
-    from stitch_lsp.settings import Settings, from_pyproject, merge
 
     try:
         path, start, end = parse_target(args.target)
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"stitch fuse: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     root = (args.workspace or _workspace_for(path.resolve())).resolve()
-    settings, _ = merge(Settings(), from_pyproject(root))
+    settings = load(root, args, "fuse")
     rel = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
     prepared = prepare(source, rel, start - 1, end - 1, settings)
     if prepared.task is None and prepared.missing_shapes and not args.no_record:

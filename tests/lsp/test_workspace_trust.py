@@ -226,3 +226,39 @@ async def test_user_scope_values_apply_while_untrusted(tmp_path):
             await asyncio.sleep(0.05)
         assert info["settings"]["nvcc_path"] == "/usr/local/cuda/bin/nvcc"
         assert sum("nvccPath ./evil.sh" in m.message for m in client.messages) == 1
+
+
+def stitch_cli(*args: str, cwd: Path, config: Path | None = None):
+    import subprocess
+
+    from tests.lsp.harness import server_env
+
+    env = server_env({"STITCH_CONFIG": str(config)} if config else None)
+    return subprocess.run([sys.executable, "-m", "stitch_lsp.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=120)
+
+
+def test_stitch_check_runs_a_workspace_nvcc_only_when_trusted(tmp_path):
+    root, markers = tmp_path / "ws", tmp_path / "markers"
+    root.mkdir()
+    evil = evil_program(root, "evil-nvcc", markers)
+    cc = evil_program(root, "evil-cc", markers)
+    (root / "pyproject.toml").write_text(
+        f'[tool.stitch]\nnvccPath = "{evil}"\nextraFlags = ["-ccbin", "{cc}", "-O3"]\n')
+    (root / "k.cu").write_text(KERNEL)
+
+    out = stitch_cli("check", "k.cu", cwd=root)
+    assert not markers.exists(), markers.read_text()
+    assert "ignored settings" in out.stderr and "nvccPath" in out.stderr and "-ccbin" in out.stderr
+    assert "--trust-workspace" in out.stderr and "trustedWorkspaces" in out.stderr
+    assert "could not find nvcc ('nvcc')" in out.stderr or "kernel scale" in out.stdout  # the user's own nvcc
+
+    out = stitch_cli("check", "k.cu", "--trust-workspace", cwd=root)
+    assert "evil-nvcc" in markers.read_text(), out.stderr
+    assert "ignored settings" not in out.stderr
+    markers.unlink()
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'trustedWorkspaces = ["{root}"]\n')
+    stitch_cli("check", "k.cu", cwd=root, config=config)
+    assert "evil-nvcc" in markers.read_text()
