@@ -76,9 +76,9 @@ class FuzzSession:
         self.hover_ms.append(ms)
         return ms
 
-    def _answer(self, msg_id: Any) -> dict[str, Any]:
+    def _answer(self, msg_id: Any, within: float = ANSWER_S) -> dict[str, Any]:
         try:
-            return self.client.wait(msg_id, ANSWER_S)
+            return self.client.wait(msg_id, within)
         except NoAnswer as exc:
             raise Failure(f"hang: {exc}\n--- server log ---\n{self.client.stderr_tail()}") from exc
         except ServerGone as exc:
@@ -98,11 +98,23 @@ class FuzzSession:
         self.check_hover()
 
     # -- edit sequences ------------------------------------------------------------------------------
-    def run_edits(self, seq: dict[str, Any]) -> None:
+    def run_edits(self, sequences: list[dict[str, Any]]) -> None:
+        """Each sequence on a document of its own, all sent before any answer is awaited (as an editor
+        does while the user types), then every answer, then the hover check."""
+        owed = []
+        for seq in sequences:
+            owed += self._send_sequence(seq)
+        for msg_id in owed:
+            answer = self._answer(msg_id)
+            if "error" in answer and answer["error"].get("code") not in (-32602, -32800):
+                raise Failure(f"a request about an edited document failed: {answer!r}")
+        self.sequences += len(sequences)
+        self.check_hover()
+
+    def _send_sequence(self, seq: dict[str, Any]) -> list[int]:
         cuda = seq["language"] == "cuda"
         path = self.root / f"doc{next(self.docs)}.{'cu' if cuda else 'py'}"
-        text = KERNEL if cuda else PYTHON
-        uri = self.client.open(path, text, language="cuda-cpp" if cuda else "python")
+        uri = self.client.open(path, KERNEL if cuda else PYTHON, language="cuda-cpp" if cuda else "python")
         self.frames += 1
         owed = []
         for version, edit in enumerate(seq["edits"], start=2):
@@ -117,12 +129,7 @@ class FuzzSession:
         self.client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
         self.client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
         self.frames += 2
-        for msg_id in owed:
-            answer = self._answer(msg_id)
-            if "error" in answer and answer["error"].get("code") not in (-32602, -32800):
-                raise Failure(f"a request about an edited document failed: {answer!r}")
-        self.sequences += 1
-        self.check_hover()
+        return owed
 
     def _probe(self, uri: str, at: tuple[int, int]) -> list[int]:
         line, char = at

@@ -18,7 +18,8 @@ from tests.fuzz import budget
 from tests.fuzz.driver import FuzzSession
 from tests.fuzz.strategies import edit_sequences, frames
 
-BATCH = 25
+BATCH = 25  # frames between two hover checks
+SEQUENCES_PER_BATCH = 4  # edit sequences between two hover checks
 FUZZ = settings(
     database=None, deadline=None, derandomize=False, print_blob=True,
     # No shrinking: one server takes every batch, so a batch that killed it cannot be re-run alone.
@@ -59,13 +60,13 @@ def test_malformed_and_odd_messages(session):
 @pytest.mark.timeout(600)
 def test_random_edit_sequences(session):
     @seed(budget.SEED)
-    @settings(FUZZ, max_examples=budget.SEQUENCES)
-    @given(seq=edit_sequences())
-    def one_sequence(seq):
-        session.run_edits(seq)
+    @settings(FUZZ, max_examples=math.ceil(budget.SEQUENCES / SEQUENCES_PER_BATCH))
+    @given(batch=st.lists(edit_sequences(), min_size=SEQUENCES_PER_BATCH, max_size=SEQUENCES_PER_BATCH))
+    def batch_of_sequences(batch):
+        session.run_edits(batch)
 
     before = session.sequences
-    one_sequence()
+    batch_of_sequences()
     print(f"\nfuzz: {session.sequences - before} edit sequences")
     assert session.sequences - before >= budget.SEQUENCES
     assert session.internal_errors == []
