@@ -302,15 +302,15 @@ class StitchServer(LanguageServer):
         """pygls' stdio loop, with framing that survives a malformed frame (``framing.py``)."""
         import threading
 
-        from pygls.io_ import StdinAsyncReader, StdoutWriter
+        from pygls.io_ import StdoutWriter
 
         from stitch_lsp.lsp import framing
 
         self._stop_event = threading.Event()
-        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        read_chunk = framing.chunks_of(stdin or sys.stdin.buffer, self.thread_pool)
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         try:
-            asyncio.run(framing.run_async(self._stop_event, reader, self.protocol, self.protocol._send_data,
+            asyncio.run(framing.run_async(self._stop_event, read_chunk, self.protocol, self.protocol._send_data,
                                           self.report_server_error))
         except BrokenPipeError:
             log.error("the connection to the client is lost; shutting down")
