@@ -16,7 +16,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from lsprotocol import types as lsp
 
 from tests.lsp.harness import open_doc, running_server, save_doc, wait_until

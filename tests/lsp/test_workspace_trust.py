@@ -18,6 +18,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from tests.lsp.harness import open_doc, running_server, save_doc, server_info, wait_until
+from tests.lsp.test_settings_and_isolation import wait_until_info
 
 KERNEL = textwrap.dedent(
     """\
@@ -193,19 +194,9 @@ async def test_trust_granted_later_brings_the_workspace_values_in(tmp_path):
         info = await server_info(client)
         assert info["settings"]["nvcc_path"] == "nvcc" and info["settings"]["arch"] == "sm_80"
         client.protocol.notify("stitch/setTrusted", {"trusted": True})
-        for _ in range(50):
-            info = await server_info(client)
-            if info["settings"]["nvcc_path"] == "/opt/ws/nvcc":
-                break
-            await asyncio.sleep(0.05)
-        assert info["settings"]["nvcc_path"] == "/opt/ws/nvcc"
+        await wait_until_info(client, lambda i: i["settings"]["nvcc_path"] == "/opt/ws/nvcc")
         client.protocol.notify("stitch/setTrusted", {"trusted": False})
-        for _ in range(50):
-            info = await server_info(client)
-            if info["settings"]["nvcc_path"] == "nvcc":
-                break
-            await asyncio.sleep(0.05)
-        assert info["settings"]["nvcc_path"] == "nvcc"
+        await wait_until_info(client, lambda i: i["settings"]["nvcc_path"] == "nvcc")
 
 
 async def test_user_scope_values_apply_while_untrusted(tmp_path):
@@ -219,12 +210,7 @@ async def test_user_scope_values_apply_while_untrusted(tmp_path):
         assert info["settings"]["nvcc_path"] == "/opt/cuda/bin/nvcc"
         assert info["settings"]["extra_flags"] == ["-ccbin", "/usr/bin/g++-13"]
         client.protocol.notify("stitch/setUserSettings", {"settings": {"nvccPath": "/usr/local/cuda/bin/nvcc"}})
-        for _ in range(50):
-            info = await server_info(client)
-            if info["settings"]["nvcc_path"] == "/usr/local/cuda/bin/nvcc":
-                break
-            await asyncio.sleep(0.05)
-        assert info["settings"]["nvcc_path"] == "/usr/local/cuda/bin/nvcc"
+        await wait_until_info(client, lambda i: i["settings"]["nvcc_path"] == "/usr/local/cuda/bin/nvcc")
         assert sum("nvccPath ./evil.sh" in m.message for m in client.messages) == 1
 
 
@@ -262,3 +248,16 @@ def test_stitch_check_runs_a_workspace_nvcc_only_when_trusted(tmp_path):
     config.write_text(f'trustedWorkspaces = ["{root}"]\n')
     stitch_cli("check", "k.cu", cwd=root, config=config)
     assert "evil-nvcc" in markers.read_text()
+
+
+async def test_one_message_for_every_source(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.stitch]\nnvccPath = "./evil.sh"\n')
+    settings = {"python": "/tmp/evil-python", "extraFlags": ["-ccbin", "/tmp/evil-cc"]}
+    async with running_server(tmp_path, settings=settings, initialization_options={"trusted": False}) as client:
+        await server_info(client)
+        await asyncio.sleep(0.3)
+        shown = [m.message for m in client.messages if "not trusted" in m.message]
+        assert len(shown) == 1, shown
+        for words in ("from pyproject.toml: nvccPath ./evil.sh", "from workspace/configuration: python /tmp/evil-python",
+                      "extraFlags -ccbin /tmp/evil-cc"):
+            assert words in shown[0], shown[0]

@@ -48,6 +48,8 @@ class SettingsLayers:
     def __init__(self) -> None:
         self.layers: dict[str, dict[str, Any]] = {name: {} for name, _ in _LAYERS}
         self.reported: set[str] = set()
+        self.pending: list[Ignored] = []  # ignored workspace values not yet told to the user
+        self.ready = False  # the client's own settings are in
 
 
 def _root_of(params: lsp.InitializeParams) -> Path | None:
@@ -92,19 +94,31 @@ def _settings_part(options: Any) -> dict[str, Any]:
 
 
 def _tell_untrusted(server: StitchServer, ignored: list[Ignored]) -> None:
+    """Log each newly ignored value; the user gets one message for all of them once the client's
+    settings are in (so a workspace's pyproject and its editor settings make one message, not two)."""
     layers: SettingsLayers = server.settings_layers
-    fresh = [i for i in ignored if f"untrusted:{i.source}:{i.key}:{i.value}" not in layers.reported]
-    if not fresh:
-        return
-    for item in fresh:
-        layers.reported.add(f"untrusted:{item.source}:{item.key}:{item.value}")
-        server.log_message(f"Stitch: ignored {item.describe()}; the workspace is not trusted", lsp.MessageType.Warning)
-    server.show_message(
-        f"Stitch ignored settings because this workspace is not trusted, {summary(fresh)}. "
-        f"Your own settings (user settings, or {user_config_path()}) or the defaults apply instead; "
-        "trust the workspace to use its settings. Details are in the log.",
-        lsp.MessageType.Warning,
-    )
+    for item in ignored:
+        tag = f"untrusted:{item.source}:{item.key}:{item.value}"
+        if tag not in layers.reported:
+            layers.reported.add(tag)
+            layers.pending.append(item)
+            server.log_message(f"Stitch: ignored {item.describe()}; the workspace is not trusted",
+                               lsp.MessageType.Warning)
+    if layers.ready:
+        flush_untrusted(server)
+
+
+def flush_untrusted(server: StitchServer) -> None:
+    layers: SettingsLayers = server.settings_layers
+    layers.ready = True
+    pending, layers.pending = layers.pending, []
+    if pending:
+        server.show_message(
+            f"Stitch ignored settings because this workspace is not trusted, {summary(pending)}. "
+            f"Your own settings (user settings, or {user_config_path()}) or the defaults apply instead; "
+            "trust the workspace to use its settings. Details are in the log.",
+            lsp.MessageType.Warning,
+        )
 
 
 def rebuild_settings(server: StitchServer) -> None:
@@ -192,6 +206,7 @@ def register(server: StitchServer) -> None:
             await pull_configuration(ls)
             rebuild_settings(ls)
         finally:
+            flush_untrusted(ls)
             ls.mark_ready()
         ls.emit("initialized")
 
