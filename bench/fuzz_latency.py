@@ -104,6 +104,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "fuzz_latency.txt"))
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="stitch-fuzz-bench-") as tmp:
         session = FuzzSession(Path(tmp))
         idle = sample_hovers(session, args.idle_seconds, args.interval_ms / 1000)
@@ -133,11 +134,14 @@ def main() -> int:
         "hover_under_fuzz_ms": ({"n": len(loaded), "p50": statistics.median(loaded), "p99": percentile(loaded, 99),
                                  "max": max(loaded)} if loaded else None),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        # The machine is shared: its 1-minute load before and after the run says how quiet it was.
+        "load_average_1min": [round(load_before[0], 1), round(os.getloadavg()[0], 1)],
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
     lines = [
         f"# Hover latency while fuzzing ({time.strftime('%Y-%m-%d %H:%M')} UTC, {figures['machine']})",
         f"# {figures['command']}",
+        f"# 1-minute load average before / after: {figures['load_average_1min'][0]} / {figures['load_average_1min'][1]}",
         f"fuzz frames sent        {figures['fuzz_frames']}",
         f"edit sequences          {figures['edit_sequences']}",
         f"server crashes          {figures['crashes']}",

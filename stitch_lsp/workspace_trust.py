@@ -1,7 +1,7 @@
 """Which settings a workspace may choose for itself while it is not trusted.
 
-A cloned repository is not the user. While the editor (or ``stitch ... 
---trust-workspace``) has not trusted it, values that come from the workspace —
+A cloned repository is not the user. While the editor (or, on the command line,
+``--trust-workspace``) has not trusted it, values that come from the workspace —
 ``[tool.stitch]`` in its ``pyproject.toml``, and whatever an editor merges from
 workspace-level settings files — may not name a program to run, hand options to
 another program that can load code, or point outside the workspace. Those values
