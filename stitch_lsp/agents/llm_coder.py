@@ -416,6 +416,7 @@ _STATUS_RANK = {
     VerdictStatus.CRASHED: 2,
     VerdictStatus.TIMEOUT: 2,
     VerdictStatus.OUT_OF_MEMORY: 2,
+    VerdictStatus.TOO_LARGE: 2,
     VerdictStatus.BAD_INPUT: 2,
     VerdictStatus.ERROR: 2,
     VerdictStatus.COMPILE_ERROR: 1,
