@@ -90,9 +90,17 @@ def _snake(key: str) -> str:
     return _CAMEL.sub("_", key).lower()
 
 
+# Settings whose keys are the user's own names (variables), not setting names: kept as written.
+_VERBATIM = ("shapes",)
+
+
 def _normalise(data: Any) -> Any:
     if isinstance(data, dict):
-        return {_snake(k) if isinstance(k, str) else k: _normalise(v) for k, v in data.items()}
+        out = {}
+        for k, v in data.items():
+            key = _snake(k) if isinstance(k, str) else k
+            out[key] = v if key in _VERBATIM else _normalise(v)
+        return out
     return data
 
 

@@ -81,3 +81,12 @@ def test_build_keeps_user_values_and_screens_only_workspace_layers(tmp_path):
 
 def test_user_only_settings_name_programs():
     assert {k for k, (kind, _) in CLASSIFICATION.items() if kind == USER_ONLY} == {"nvcc_path", "python", "trusted"}
+
+
+def test_shape_names_are_kept_as_written():
+    """Setting names are camelCase or snake_case; the variable names in `shapes` are the user's own."""
+    built = build([Layer("workspace/configuration", {"stitch": {"shapes": {"hiddenStates": "8x1024 float32"},
+                                                                "onSave": {"compile": False}}}, True)],
+                  root=None, trusted=False)
+    assert built.settings.shapes == {"hiddenStates": "8x1024 float32"}
+    assert built.settings.on_save.compile is False
