@@ -46,6 +46,7 @@ CLASSIFICATION: dict[str, tuple[str, str]] = {
     "model": (SAFE, "a model name sent to the API the user configured; fusing runs only in a trusted workspace"),
     "rounds": (SAFE, "a number"),
     "candidates_per_round": (SAFE, "a number"),
+    "gemm": (SAFE, "a choice between built-in GEMM paths"),
     "token_budget": (SAFE, "a number"),
     "target_speedup": (SAFE, "a number"),
     "judge": (SAFE, "a switch"),
