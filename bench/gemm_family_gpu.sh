@@ -4,6 +4,9 @@
 #
 #   OUT=dir KB=dir-of-kernelbench-gemm-tasks STEPS="tests probe bench" bash bench/gemm_family_gpu.sh
 #
+# STEPS="tune bench": first time every candidate tile of TUNE_TASKS' GEMM kernels (one per epilogue) and put the
+# measured tiles where the bench's worker reads its workspace's cache (as `stitch fuse --tune-gemm` does for a
+# workspace), so `auto` mode chooses by measurement: tile, and family or cuBLAS for half precision.
 # KB: KernelBench level-2 GEMM tasks (the corpus is not part of this repository: copy them in).
 # BENCH_TASKS: the `--tasks` names for the `stitch bench` step ("all": every task in BENCH_DIR);
 # BENCH_EXTRA: more `stitch bench` flags; TASK_TIMEOUT_S: its --task-timeout (150);
@@ -32,6 +35,13 @@ for step in ${STEPS:-tests probe bench}; do
       timeout "${PROBE_S:-330}" python3 bench/gemm_family_probe.py bench/tasks/gemm_*.py ${KB:+$KB/*.py} \
         --out "$O/probe" --per-shape --budget "${TUNE_S:-100}" --task-budget "${TASKS_S:-280}" \
         --compile "${COMPILE:-bf16}" 2>&1 | tee "$O/probe.log" | grep -vE '^\{"task"' ;;
+    tune)
+      # shellcheck disable=SC2086
+      timeout "${TUNE_STEP_S:-120}" python3 bench/gemm_family_probe.py ${TUNE_TASKS:-bench/tasks/gemm_*.py} \
+        --out "$O/tune" --budget "${TUNE_S:-60}" --task-budget 0 > "$O/tune.log" 2>&1
+      echo "== tune: rc=$?"; grep -vE '^\{"task"|not run' "$O/tune.log" | tail -40
+      ws="$ROOT/.stitch/bench/gemm/work/0/.stitch"  # the bench's one-GPU worker's workspace (slot 0)
+      mkdir -p "$ws" && cp "$O/tune/tiles.json" "$ws/gemm_tiles.json" ;;
     bench)
       args=()
       if [ "${BENCH_TASKS:-}" != all ]; then
