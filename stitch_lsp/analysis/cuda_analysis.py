@@ -39,6 +39,7 @@ from stitch_lsp.analysis.cuda_declarations import function_header, kernel_info
 from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts
 from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_edits import Edit, common_prefix, common_suffix, line_end, point_at
+from stitch_lsp.analysis.cuda_preproc import PreprocessedView, preprocess
 from stitch_lsp.analysis.cuda_model import BarrierInfo, CudaAnalysis, KernelInfo, LaunchInfo, SharedDecl
 from stitch_lsp.analysis.cuda_units import TopRecord, Unit, UnitResult, constants_of, visit_top
 from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
@@ -72,9 +73,10 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
     return tuple(sorted(found))
 
 
-def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str) -> UnitResult:
+def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
+                  conditional: tuple[tuple[int, int], ...] = ()) -> UnitResult:
     try:
-        return _analyze_function(src, cols, consts, u, path)
+        return _analyze_function(src, cols, consts, u, path, conditional)
     except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
         # Pathological input (an expression nested thousands deep) or a bug: this function
         # contributes nothing rather than taking the whole file's analysis down.
@@ -82,7 +84,8 @@ def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: s
         return UnitResult(u.unit.start_point.row, None, (), (), (), ())
 
 
-def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str) -> UnitResult:
+def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
+                      conditional: tuple[tuple[int, int], ...]) -> UnitResult:
     row = u.unit.start_point.row
     ok = not u.unit.has_error
     if u.is_prototype:
@@ -97,7 +100,7 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
             return UnitResult(row, None, (), (), (), (), False)
         k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn, header=header)
         return UnitResult(row, k, (), (), (), (), False)
-    facts = build_facts(src, cols, consts, u.fn, u.unit)
+    facts = build_facts(src, cols, consts, u.fn, u.unit, conditional)
     if facts is None:
         return UnitResult(row, None, (), (), (), ())
     kernel = None
@@ -132,6 +135,13 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
 
 
 _WORD = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _within(spans: tuple[tuple[int, int], ...], start: int, end: int) -> tuple[tuple[int, int], ...]:
+    """The spans (sorted by start) that overlap [start, end)."""
+    if not spans:
+        return ()
+    return tuple(s for s in spans if s[0] < end and s[1] > start)
 
 
 def _relevant_context(text: bytes, consts: Constants) -> tuple:
@@ -169,6 +179,7 @@ class CudaAnalyzer:
         self._parser = new_parser()
         self._lock = threading.Lock()
         self._src: bytes | None = None
+        self._view: PreprocessedView | None = None
         self._tree: Tree | None = None
         self._tops_kept: list[TopRecord] = []
         self._context: bytes = b""
@@ -181,29 +192,30 @@ class CudaAnalyzer:
         with self._lock, _gc_paused():
             if self._last is not None and src == self._src:
                 return self._last
+            view = preprocess(src)
             try:
-                tree, edit = self._parse(src)
-                result = self._analyze_tree(src, tree, edit)
+                tree, edit = self._parse(view.text)
+                result = self._analyze_tree(view, src, tree, edit)
             except Exception:
                 if self._src is None:
                     raise
                 # Whatever went wrong reusing the previous version: start over from nothing.
                 log.exception("incremental CUDA analysis of %s failed; analysing from scratch", self.path)
                 self._reset()
-                tree, edit = self._parse(src)
-                result = self._analyze_tree(src, tree, edit)
-            self._src, self._tree, self._last = src, tree, result
+                tree, edit = self._parse(view.text)
+                result = self._analyze_tree(view, src, tree, edit)
+            self._src, self._view, self._tree, self._last = src, view, tree, result
             return result
 
     def _reset(self) -> None:
-        self._src = self._tree = self._last = None
+        self._src = self._view = self._tree = self._last = None
         self._tops_kept = []
         self._context = b""
         self._recent = {}
         self._live_counts.clear()
 
     def _parse(self, src: bytes) -> tuple[Tree, Edit | None]:
-        old, tree = self._src, self._tree
+        old, tree = (self._view.text if self._view is not None else None), self._tree
         if old is None or tree is None:
             return self._parser.parse(src), None
         start = common_prefix(old, src)
@@ -261,7 +273,8 @@ class CudaAnalyzer:
             tail = [t.move(delta, edit.row_delta) for t in tail]
         return before + visited + tail, replaced
 
-    def _analyze_tree(self, src: bytes, tree: Tree, edit: Edit | None) -> CudaAnalysis:
+    def _analyze_tree(self, view: PreprocessedView, original: bytes, tree: Tree, edit: Edit | None) -> CudaAnalysis:
+        src = view.text
         root = tree.root_node
         cols = Columns(src)
         tops, replaced = self._tops(src, root, edit)
@@ -282,7 +295,8 @@ class CudaAnalyzer:
         live = 0
         for top in tops:
             if top.units:
-                top.entries = [self._unit_result(src, cols, consts, u, recent) for u in top.units]
+                top.entries = [self._unit_result(src, cols, consts, u, recent, view.conditional)
+                               for u in top.units]
                 top.units = []  # nodes of this tree must not outlive it
             live += len(top.entries)
             for _, result in top.entries:
@@ -310,7 +324,7 @@ class CudaAnalyzer:
         if file_findings:  # function results are already in document order
             findings.extend(file_findings)
             findings.sort(key=lambda f: (f.range.start.line, f.range.start.character, f.code))
-        kept, dropped = split_ignored(findings, ignore_comments(src))
+        kept, dropped = split_ignored(findings, ignore_comments(original))
         errors = _syntax_errors(cols, root) if root.has_error else ()
         return CudaAnalysis(
             path=self.path, parse_ok=not root.has_error, syntax_errors=errors,
@@ -320,16 +334,18 @@ class CudaAnalyzer:
             findings=kept, suppressed=dropped,
         )
 
-    def _unit_result(self, src: bytes, cols: Columns, consts: Constants,
-                     u: Unit, cache: dict[tuple, UnitResult]) -> tuple[tuple, UnitResult]:
+    def _unit_result(self, src: bytes, cols: Columns, consts: Constants, u: Unit, cache: dict[tuple, UnitResult],
+                     conditional: tuple[tuple[int, int], ...]) -> tuple[tuple, UnitResult]:
         node = u.unit
         line_start = node.start_byte - node.start_point.column
         text = src[node.start_byte:node.end_byte]
-        key = (src[line_start:node.start_byte], text, _relevant_context(text, consts), node.has_error)
+        inside = _within(conditional, node.start_byte, node.end_byte)
+        key = (src[line_start:node.start_byte], text, _relevant_context(text, consts), node.has_error,
+               tuple((a - node.start_byte, b - node.start_byte) for a, b in inside))
         hit = cache.get(key)
         row = node.start_point.row
         if hit is None:
-            hit = _analyze_unit(src, cols, consts, u, self.path)
+            hit = _analyze_unit(src, cols, consts, u, self.path, inside)
         elif hit.row != row:
             hit = hit.moved_to(row)
         return key, hit

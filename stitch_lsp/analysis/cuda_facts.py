@@ -105,6 +105,8 @@ class FunctionFacts:
     params: tuple[Param, ...]
     launch_bounds: Node | None
     body: Node | None
+    # Byte ranges of code kept inside an `#if` / `#ifdef` branch (see cuda_preproc).
+    conditional: tuple[tuple[int, int], ...] = ()
     calls: list[Call] = field(factory=list)
     method_calls: list[Call] = field(factory=list)
     launches: list[Launch] = field(factory=list)
@@ -122,6 +124,8 @@ class FunctionFacts:
     # Per-function results several rules share (e.g. the shared-memory event list).
     memo: dict[str, object] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
+    # Names declared more than once (in different scopes): name -> [(declared at, scope end, key)].
+    _scoped: dict[str, list[tuple[int, int, str]]] = field(factory=dict)
 
     # ---- text and ranges -------------------------------------------------
     def text(self, node: Node) -> str:
@@ -131,6 +135,23 @@ class FunctionFacts:
         return self.cols.range(node)
 
     # ---- names ------------------------------------------------------------
+    def key_at(self, name: str, byte: int) -> str:
+        """Which declaration of ``name`` is visible at ``byte``: the name itself for a name
+        declared once, ``name#k`` for the k-th of several declarations in different scopes."""
+        decls = self._scoped.get(name)
+        if decls is None:
+            return name
+        best = name
+        for start, end, key in decls:  # by position: the last visible one is the innermost
+            if start > byte:
+                break
+            if byte < end:
+                best = key
+        return best
+
+    def key_of(self, ident: Node) -> str:
+        return self.key_at(self.text(ident), ident.start_byte)
+
     @property
     def param_names(self) -> dict[str, Param]:
         return {p.info.name: p for p in self.params}
@@ -140,7 +161,7 @@ class FunctionFacts:
         if table is None:
             table = {}
             for d in self.decls:
-                table.setdefault(d.name, d)
+                table.setdefault(d.key, d)
             self.memo["locals"] = table
         return table.get(name)
 
@@ -148,11 +169,11 @@ class FunctionFacts:
         """`__shared__` arrays, and pointers carved out of them (`float* b = smem + n;`)."""
         hit = self.memo.get("shared_names")
         if hit is None:
-            names = {d.name for d in self.decls if d.is_shared}
+            names = {d.key for d in self.decls if d.is_shared}
             for d in self.decls:
                 if d.is_pointer and d.value is not None and not d.is_shared:
                     if self.base_names(d.value) & names:
-                        names.add(d.name)
+                        names.add(d.key)
             hit = self.memo["shared_names"] = frozenset(names)
         return hit
 
@@ -163,9 +184,9 @@ class FunctionFacts:
             names = {p.info.name for p in self.params if p.info.is_pointer}
             shared = self.shared_names()
             for d in self.decls:
-                if d.is_pointer and d.value is not None and d.name not in shared:
+                if d.is_pointer and d.value is not None and d.key not in shared:
                     if self.base_names(d.value) & names:
-                        names.add(d.name)
+                        names.add(d.key)
             hit = self.memo["global_pointer_names"] = frozenset(names)
         return hit
 
@@ -196,7 +217,7 @@ class FunctionFacts:
             n = stack.pop()
             t = n.type
             if t == "identifier":
-                out.add(self.text(n))
+                out.add(self.key_of(n))
             elif t == "field_expression":
                 arg = n.child_by_field_name("argument")
                 fld = n.child_by_field_name("field")
@@ -231,7 +252,7 @@ class FunctionFacts:
             n = stack.pop()
             t = n.type
             if t == "identifier":
-                out.add(self.text(n))
+                out.add(self.key_of(n))
             elif t == "subscript_expression":
                 arg = n.child_by_field_name("argument")
                 if arg is not None:
@@ -354,7 +375,47 @@ def _control(kind: str, node: Node) -> Control:
     return Control(kind=kind, node=node, cond=cond, gov_start=gov, end=node.end_byte)
 
 
-def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: Node) -> FunctionFacts | None:
+_SCOPES = frozenset({"compound_statement", "for_statement", "for_range_loop", "if_statement", "while_statement",
+                     "switch_statement", "function_definition", "lambda_expression"})
+
+
+def _scope_end(decl: Node) -> int:
+    """Where the scope a local declaration belongs to ends."""
+    n = decl.parent
+    while n is not None and n.type not in _SCOPES:
+        n = n.parent
+    return n.end_byte if n is not None else decl.end_byte
+
+
+def _assign_keys(facts: FunctionFacts) -> None:
+    """Give each of several declarations of one name its own key (see FunctionFacts.key_at)."""
+    seen: dict[str, int] = {p.info.name: 1 for p in facts.params}
+    for d in facts.decls:
+        seen[d.name] = seen.get(d.name, 0) + 1
+    multi = {name for name, n in seen.items() if n > 1}
+    if not multi:
+        for d in facts.decls:
+            d.key = d.name
+        return
+    scoped: dict[str, list[tuple[int, int, str]]] = {}
+    body_end = facts.node.end_byte
+    for p in facts.params:
+        if p.info.name in multi:
+            scoped.setdefault(p.info.name, []).append((facts.node.start_byte, body_end, p.info.name))
+    for d in facts.decls:
+        if d.name not in multi:
+            d.key = d.name
+            continue
+        entries = scoped.setdefault(d.name, [])
+        d.key = d.name if not entries else f"{d.name}#{len(entries) + 1}"
+        entries.append((d.declarator.start_byte, _scope_end(d.node), d.key))
+    for entries in scoped.values():
+        entries.sort()
+    facts._scoped = scoped
+
+
+def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: Node,
+                conditional: tuple[tuple[int, int], ...] = ()) -> FunctionFacts | None:
     header = function_header(src, cols, fn)
     if header is None:
         return None
@@ -364,7 +425,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         src=src, cols=cols, consts=consts, node=fn, unit=unit, name=node_text(src, name_node),
         name_node=name_node, is_global=is_global, is_device=is_device,
         is_host_code=not (is_global or is_device), template_params=template_params(src, unit),
-        params=params, launch_bounds=lb, body=body,
+        params=params, launch_bounds=lb, body=body, conditional=conditional,
     )
     if body is None:
         return facts
@@ -374,6 +435,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
     write_targets: dict[int, int] = {}  # subscript node id -> evaluation order
     compound_targets: set[int] = set()
     raw_calls: list[tuple[str, Node, bool]] = []
+    plain_defs: list[tuple[Node, Node]] = []  # (assigned identifier, value)
     subscripts: list[Node] = []
     launches: list[tuple[Node, Node]] = []
     for _, caps in matches:
@@ -403,7 +465,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
                 if op is not None and node_text(src, op) != "=":
                     compound_targets.add(left.id)
                 if left.type == "identifier" and right is not None:
-                    facts.defs.setdefault(node_text(src, left), []).append(right)
+                    plain_defs.append((left, right))
         elif "update" in caps:
             u = caps["update"][0]
             facts.updates.append(u)
@@ -412,10 +474,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
                 write_targets[arg.id] = u.end_byte
                 compound_targets.add(arg.id)
         elif "decl" in caps:
-            for d in local_declarations(src, caps["decl"][0]):
-                facts.decls.append(d)
-                if d.value is not None:
-                    facts.defs.setdefault(d.name, []).append(d.value)
+            facts.decls.extend(local_declarations(src, caps["decl"][0]))
         elif "if" in caps:
             facts.controls.append(_control("if", caps["if"][0]))
         elif "loop" in caps:
@@ -430,6 +489,13 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             names = {node_text(src, caps["mul.a"][0]), node_text(src, caps["mul.b"][0])}
             if names == {"blockIdx", "blockDim"}:
                 facts.builtin_products.append(caps["mul"][0])
+
+    _assign_keys(facts)
+    for d in facts.decls:
+        if d.value is not None:
+            facts.defs.setdefault(d.key, []).append(d.value)
+    for left, right in plain_defs:
+        facts.defs.setdefault(facts.key_of(left), []).append(right)
 
     for name, node, is_method in raw_calls:
         args_node = node.child_by_field_name("arguments")
@@ -457,7 +523,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         is_write = s.id in write_targets
         is_read = (not is_write) or s.id in compound_targets
         facts.accesses.append(Access(
-            node=s, base=node_text(src, base) if base is not None else None, indices=tuple(indices),
+            node=s, base=facts.key_of(base) if base is not None else None, indices=tuple(indices),
             index_text="][".join(squash(node_text(src, index_expr(i))) for i in indices),
             is_write=is_write, is_read=is_read,
             order=write_targets.get(s.id, s.start_byte),

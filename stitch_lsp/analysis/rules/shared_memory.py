@@ -20,7 +20,7 @@ def canonical_index(facts: FunctionFacts, a: Access) -> str:
         for _ in range(4):
             if node.type != "identifier":
                 break
-            defs = facts.defs.get(facts.text(node), [])
+            defs = facts.defs.get(facts.key_of(node), [])
             if len(defs) != 1 or defs[0].type not in ("identifier", "field_expression"):
                 break
             node = defs[0]

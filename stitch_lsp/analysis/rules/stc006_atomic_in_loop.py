@@ -14,15 +14,15 @@ def _assignments(facts: FunctionFacts) -> tuple[list[int], list[str]]:
     """(start byte, name) of every declaration and assignment of a plain name, by position."""
     hit = facts.memo.get("assignments")
     if hit is None:
-        found = [(d.node.start_byte, d.name) for d in facts.decls]
+        found = [(d.node.start_byte, d.key) for d in facts.decls]
         for a in facts.assigns:
             left = a.child_by_field_name("left")
             if left is not None and left.type == "identifier":
-                found.append((a.start_byte, facts.text(left)))
+                found.append((a.start_byte, facts.key_of(left)))
         for u in facts.updates:
             arg = u.child_by_field_name("argument")
             if arg is not None and arg.type == "identifier":
-                found.append((u.start_byte, facts.text(arg)))
+                found.append((u.start_byte, facts.key_of(arg)))
         found.sort()
         hit = facts.memo["assignments"] = ([b for b, _ in found], [n for _, n in found])
     return hit

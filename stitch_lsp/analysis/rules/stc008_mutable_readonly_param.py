@@ -37,13 +37,13 @@ def _aliases(facts: FunctionFacts, name: str) -> set[str]:
     while changed:
         changed = False
         for d in facts.decls:
-            if d.is_pointer and d.name not in names and d.value is not None and facts.base_names(d.value) & names:
-                names.add(d.name)
+            if d.is_pointer and d.key not in names and d.value is not None and facts.base_names(d.value) & names:
+                names.add(d.key)
                 changed = True
         for a in facts.assigns:
             left, right = a.child_by_field_name("left"), a.child_by_field_name("right")
             if left is not None and right is not None and left.type == "identifier":
-                lname = facts.text(left)
+                lname = facts.key_of(left)
                 if lname not in names and facts.base_names(right) & names:
                     names.add(lname)
                     changed = True
@@ -55,7 +55,7 @@ def _pointer_names(facts: FunctionFacts, node) -> set[str]:
     value (`x[i]`) passes none."""
     t = node.type
     if t == "identifier":
-        return {facts.text(node)}
+        return {facts.key_of(node)}
     if t == "pointer_expression":
         op = node.child_by_field_name("operator")
         arg = node.child_by_field_name("argument")

@@ -16,7 +16,9 @@ class PrintfInKernel(Rule):
         for c in facts.calls:
             if c.name != "printf":
                 continue
-            if any(p.start_byte <= c.node.start_byte < p.end_byte for p in facts.preprocs):
+            at = c.node.start_byte
+            if any(a <= at < b for a, b in facts.conditional) or \
+                    any(p.start_byte <= at < p.end_byte for p in facts.preprocs):
                 continue  # inside #ifdef DEBUG or similar
             out.emit(c.node.child_by_field_name("function") or c.node,
                      "`printf` in device code serialises through a host buffer and distorts timing; remove it "

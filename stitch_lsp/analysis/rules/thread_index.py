@@ -65,7 +65,7 @@ class XIndex:
             text = f.text(node).replace(" ", "")
             return (Kind.UNIT, None) if text == "threadIdx.x" else (Kind.NONE, None)
         if t == "identifier":
-            return self.var(f.text(node))
+            return self.var(f.key_of(node))
         if t in ("parenthesized_expression",) and len(operands(node)) == 1:
             return self.expr(operands(node)[0])
         if t == "cast_expression":
