@@ -31,20 +31,23 @@ import re
 import threading
 from collections import OrderedDict, deque
 
+import attrs
 from tree_sitter import Node, Tree
 
 from stitch_lsp.analysis import rules as rule_registry
 from stitch_lsp.analysis.cuda_consts import Constants
 from stitch_lsp.analysis.cuda_declarations import function_header, kernel_info
 from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts
+from stitch_lsp.analysis.cuda_flow import function_flow
 from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_edits import Edit, common_prefix, common_suffix, line_end, point_at
+from stitch_lsp.analysis.cuda_model import BarrierInfo, CudaAnalysis, KernelInfo, SharedDecl
 from stitch_lsp.analysis.cuda_preproc import PreprocessedView, preprocess
-from stitch_lsp.analysis.cuda_model import BarrierInfo, CudaAnalysis, KernelInfo, LaunchInfo, SharedDecl
 from stitch_lsp.analysis.cuda_units import TopRecord, Unit, UnitResult, constants_of, visit_top
 from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
 from stitch_lsp.analysis.cuda_text import Columns, encode_source, squash
 from stitch_lsp.analysis.rules.base import Emitter, FileView
+from stitch_lsp.analysis.rules.guards import kernel_traits
 from stitch_lsp.findings import Finding, Position, Range
 
 log = logging.getLogger(__name__)
@@ -107,6 +110,9 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
     if facts.is_global or facts.is_device:
         header = (facts.name_node, facts.is_global, facts.is_device, facts.launch_bounds, facts.params)
         kernel = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn, header=header)
+        if kernel is not None and facts.is_global:
+            tail_bounds, stride = kernel_traits(facts)
+            kernel = attrs.evolve(kernel, tail_bounds=tail_bounds, grid_stride=stride)
     shared = tuple(
         SharedDecl(name=d.name, type_text=d.type_text,
                    size_text=squash(facts.text(d.array_size)) if d.array_size is not None else None,
@@ -131,7 +137,7 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
             continue
         findings.extend(out.found)
     return UnitResult(row, kernel, tuple(l.info for l in facts.launches), shared, barriers,
-                      tuple(sorted(findings, key=lambda f: (f.range, f.code))), ok)
+                      tuple(sorted(findings, key=lambda f: (f.range, f.code))), ok, function_flow(facts))
 
 
 _WORD = re.compile(rb"[A-Za-z_]\w*")
@@ -320,7 +326,8 @@ class CudaAnalyzer:
         # File-scope rules see only what comes from functions that parse.
         sound_kernels = tuple(k for k in kernels if k.parse_ok)
         sound_launches = tuple(l for r in results if r.parse_ok for l in r.launches)
-        file_findings = self._file_findings(sound_kernels, sound_launches)
+        flows = tuple(r.flow for r in results if r.parse_ok and r.flow is not None)
+        file_findings = self._file_findings(FileView(self.path, sound_kernels, sound_launches, flows, consts.includes))
         if file_findings:  # function results are already in document order
             findings.extend(file_findings)
             findings.sort(key=lambda f: (f.range.start.line, f.range.start.character, f.code))
@@ -350,8 +357,7 @@ class CudaAnalyzer:
             hit = hit.moved_to(row)
         return key, hit
 
-    def _file_findings(self, kernels: tuple[KernelInfo, ...], launches: tuple[LaunchInfo, ...]) -> list[Finding]:
-        view = FileView(self.path, kernels, launches)
+    def _file_findings(self, view: FileView) -> list[Finding]:
         out: list[Finding] = []
         for rule in rule_registry.FILE_RULES:
             emitter = Emitter(None, self.path, rule.meta)

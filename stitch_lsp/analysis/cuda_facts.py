@@ -18,7 +18,7 @@ from stitch_lsp.analysis.cuda_grammar import facts_query
 from stitch_lsp.analysis.cuda_declarations import (
     LocalDecl, Param, find_descendant, function_header, local_declarations, template_params,
 )
-from stitch_lsp.analysis.cuda_launch import block_threads as launch_block_threads
+from stitch_lsp.analysis.cuda_launch import block_threads as launch_block_threads, grid_divisions
 from stitch_lsp.analysis.cuda_model import LaunchInfo
 from stitch_lsp.analysis.cuda_text import Columns, node_text, operands, squash
 
@@ -119,6 +119,8 @@ class FunctionFacts:
     numbers: list[Node] = field(factory=list)
     # `a.x * b.x` products of two builtin fields (checked for blockIdx * blockDim).
     builtin_products: list[Node] = field(factory=list)
+    # `a % b` expressions (divisibility tests).
+    mods: list[Node] = field(factory=list)
     # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
     defs: dict[str, list[Node]] = field(factory=dict)
     # Per-function results several rules share (e.g. the shared-memory event list).
@@ -485,6 +487,8 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             facts.preprocs.append(caps["preproc"][0])
         elif "number" in caps:
             facts.numbers.append(caps["number"][0])
+        elif "mod" in caps:
+            facts.mods.append(caps["mod"][0])
         elif "mul" in caps:
             names = {node_text(src, caps["mul.a"][0]), node_text(src, caps["mul.b"][0])}
             if names == {"blockIdx", "blockDim"}:
@@ -536,12 +540,15 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         cfg = tuple(operands(config))
         texts = [squash(node_text(src, c)) for c in cfg]
         block_threads = launch_block_threads(facts, cfg[1]) if len(cfg) > 1 else None
+        truncations = grid_divisions(facts, cfg[0]) if cfg else ()
         info = LaunchInfo(
             kernel=node_text(src, fn_node) if fn_node is not None else "",
             range=cols.range(call_node), config_range=cols.range(config),
             grid=texts[0] if texts else "", block=texts[1] if len(texts) > 1 else "",
             shared_mem=texts[2] if len(texts) > 2 else None, stream=texts[3] if len(texts) > 3 else None,
-            block_threads=block_threads,
+            block_threads=block_threads, truncations=truncations,
+            args=tuple(squash(node_text(src, a)) for a in operands(call_node.child_by_field_name("arguments")))
+            if call_node.child_by_field_name("arguments") is not None else (),
         )
         facts.launches.append(Launch(info=info, node=call_node, config=config, config_args=cfg,
                                      stmt=launch_stmts.get(call_node.id)))

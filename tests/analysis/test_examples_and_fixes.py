@@ -43,7 +43,8 @@ def test_buggy_example_shows_its_planted_problems():
     codes = sorted(f.code for f in a.findings)
     assert codes == ["STC001", "STC001", "STC002", "STC003", "STC004", "STC005", "STC006", "STC008",
                      "STC009", "STC010", "STC015", "STC016"]
-    assert any(f.severity == Severity.ERROR for f in a.findings)
+    # It compiles (test_examples_and_good_kernels_compile), so no static finding may be an error.
+    assert not [f for f in a.findings if f.severity == Severity.ERROR]
 
 
 def _fixable(path: Path) -> list[tuple[str, Finding]]:
@@ -102,8 +103,8 @@ def test_docs_good_examples_and_fixed_buggy_example_compile(tmp_path):
         # Each block in its own namespace, so their names do not clash.
         blocks.append(f"namespace {page.stem.lower()} {{\n{m.group(1)}\n}}\n")
     text = (EXAMPLES / "buggy.cu").read_text()
-    for f in sorted((f for f in analyse(text).findings if f.fix is not None), key=lambda f: f.range.start, reverse=True):
-        text = apply_edits(text, f.fix.edits)
+    # Every quick fix at once, as "fix all" would: each edit in the original coordinates.
+    text = apply_edits(text, tuple(e for f in analyse(text).findings if f.fix is not None for e in f.fix.edits))
     source = "#include <cuda_runtime.h>\n#include <cstdio>\n#include <cstdint>\n" + "".join(blocks) + \
         "namespace fixed_buggy {\n" + text + "\n}\n"
     out = _nvcc_compiles(source, tmp_path)

@@ -33,18 +33,18 @@ FUNCTION_RULES: tuple[Rule, ...] = (
     stc006_atomic_in_loop.RULE,
     stc007_int_index_overflow.RULE,
     stc008_mutable_readonly_param.RULE,
-    stc009_unchecked_launch.RULE,
     stc010_shared_tree_reduction.RULE,
     stc011_legacy_warp_intrinsic.RULE,
     stc012_printf_in_kernel.RULE,
     stc013_shared_size_not_constant.RULE,
     stc015_double_literal.RULE,
-    stc016_truncating_grid.RULE,
     stc017_shared_overwrite.RULE,
     stc018_shared_bank_conflict.RULE,
 )
 FILE_RULES: tuple[FileRule, ...] = (
+    stc009_unchecked_launch.RULE,
     stc014_missing_launch_bounds.RULE,
+    stc016_truncating_grid.RULE,
 )
 
 ALL_RULES = tuple(sorted((*FUNCTION_RULES, *FILE_RULES), key=lambda r: r.meta.code))

@@ -108,8 +108,8 @@ class MutableReadOnlyParam(Rule):
         touched = _touched_names(facts)
         for p in candidates:
             info = p.info
-            if not re.search(rb"\b" + re.escape(info.name.encode()) + rb"\b", body):
-                continue  # unused: nothing to say
+            if not re.search(rb"(?<![\w.])(?<!->)" + re.escape(info.name.encode()) + rb"\b", body):
+                continue  # unused (a `.y` field is not the parameter `y`): nothing to say
             if _aliases(facts, info.name) & touched:
                 continue
             edits = [out.insert_before(p.node, "const ")]
