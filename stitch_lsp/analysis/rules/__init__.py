@@ -21,6 +21,8 @@ from stitch_lsp.analysis.rules import (
     stc016_truncating_grid,
     stc017_shared_overwrite,
     stc018_shared_bank_conflict,
+    stc019_off_by_one_bound,
+    stc020_unguarded_global_read,
 )
 from stitch_lsp.analysis.rules.base import FileRule, Rule, RuleMeta, doc_url
 
@@ -40,6 +42,8 @@ FUNCTION_RULES: tuple[Rule, ...] = (
     stc015_double_literal.RULE,
     stc017_shared_overwrite.RULE,
     stc018_shared_bank_conflict.RULE,
+    stc019_off_by_one_bound.RULE,
+    stc020_unguarded_global_read.RULE,
 )
 FILE_RULES: tuple[FileRule, ...] = (
     stc009_unchecked_launch.RULE,

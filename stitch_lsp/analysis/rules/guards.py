@@ -55,20 +55,34 @@ def _has_loop_exit(node: Node) -> bool:
     return False
 
 
+def is_check(facts: FunctionFacts, cond: Node | None) -> bool:
+    """A condition that can be a bounds check: a comparison, or a `bool` flag the kernel
+    computed (`bool valid = x < w && y < h; ... if (valid)`)."""
+    if cond is None:
+        return False
+    if is_relational(facts, cond):
+        return True
+    for name in facts.refs(cond):
+        d = facts.local(name)
+        if d is not None and d.type_text.replace("const ", "") == "bool":
+            return True
+    return False
+
+
 def is_bounds_checked(facts: FunctionFacts, byte: int) -> bool:
     """A comparison decides whether code at ``byte`` runs: an enclosing if/loop/ternary
     condition, or an earlier early exit."""
     for c in facts.controls_over(byte):
-        if is_relational(facts, c.cond):
+        if is_check(facts, c.cond):
             return True
     returns, loop_exits = _exit_table(facts)
     first = facts.memo.get("first_checked_return")
     if first is None:
-        ends = [c.end for c in returns if is_relational(facts, c.cond)]
+        ends = [c.end for c in returns if is_check(facts, c.cond)]
         first = facts.memo["first_checked_return"] = min(ends, default=-1)
     if 0 <= first <= byte:
         return True
-    return any(c.end <= byte and is_relational(facts, c.cond) and any(l.governs(byte) for l in loops)
+    return any(c.end <= byte and is_check(facts, c.cond) and any(l.governs(byte) for l in loops)
                for c, loops in loop_exits)
 
 
@@ -138,7 +152,7 @@ _ORDERING = frozenset({"<", "<=", ">", ">="})
 _MONOTONIC = frozenset({"+", "*", "<<"})
 
 
-def _block_axes(facts: FunctionFacts, node: Node | None, depth: int = 0) -> set[str]:
+def block_axes(facts: FunctionFacts, node: Node | None, depth: int = 0) -> set[str]:
     """The grid axes along which ``node`` grows with the block index (`blockIdx.x * blockDim.x
     + threadIdx.x`, through plain locals). Masks, remainders and other non-monotone steps
     (`i & (size - 1)`) do not count."""
@@ -151,21 +165,49 @@ def _block_axes(facts: FunctionFacts, node: Node | None, depth: int = 0) -> set[
     if t in ("parenthesized_expression", "cast_expression"):
         inner = node.child_by_field_name("value") if t == "cast_expression" else (
             node.named_children[0] if node.named_children else None)
-        return _block_axes(facts, inner, depth + 1)
+        return block_axes(facts, inner, depth + 1)
     if t == "identifier":
-        defs = facts.defs.get(facts.key_of(node), [])
-        if len(defs) != 1:
+        key = facts.key_of(node)
+        defs = facts.defs.get(key, [])
+        if len(defs) == 1:
+            return block_axes(facts, defs[0], depth + 1)
+        start = _stepped_start(facts, key)  # `for (i = tid + ...; ...; i += stride)`: grows from its start
+        return block_axes(facts, start, depth + 1) if start is not None else set()
+    if t == "call_expression":  # `__mul24(blockIdx.x, blockDim.x)`: a product
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is None or args is None or facts.text(fn) not in ("__mul24", "__umul24"):
             return set()
-        return _block_axes(facts, defs[0], depth + 1)
+        out: set[str] = set()
+        for a in args.named_children:
+            out |= block_axes(facts, a, depth + 1)
+        return out
     if t == "binary_expression":
         op = facts.text(node.child_by_field_name("operator"))
         if op not in _MONOTONIC and op != "-":
             return set()
-        left = _block_axes(facts, node.child_by_field_name("left"), depth + 1)
+        left = block_axes(facts, node.child_by_field_name("left"), depth + 1)
         if op == "-":
             return left
-        return left | _block_axes(facts, node.child_by_field_name("right"), depth + 1)
+        return left | block_axes(facts, node.child_by_field_name("right"), depth + 1)
     return set()
+
+
+def _stepped_start(facts: FunctionFacts, key: str) -> Node | None:
+    """The initial value of a variable that is only ever incremented afterwards (`+=`, `++`)."""
+    d = facts.local(key)
+    if d is None or d.value is None:
+        return None
+    for a in facts.assigns:
+        left = a.child_by_field_name("left")
+        if left is not None and left.type == "identifier" and facts.key_of(left) == key and \
+                facts.text(a.child_by_field_name("operator")) != "+=":
+            return None
+    for u in facts.updates:
+        arg = u.child_by_field_name("argument")
+        if arg is not None and arg.type == "identifier" and facts.key_of(arg) == key and "--" in facts.text(u):
+            return None
+    return d.value
 
 
 def tail_guards(facts: FunctionFacts, cond: Node | None) -> list[tuple[set[str], set[str]]]:
@@ -189,7 +231,7 @@ def tail_guards(facts: FunctionFacts, cond: Node | None) -> list[tuple[set[str],
         if op not in _ORDERING or left is None or right is None:
             continue
         for index, bound in ((left, right), (right, left)):
-            axes = _block_axes(facts, index)
+            axes = block_axes(facts, index)
             if not axes:
                 continue
             fixed = facts.closure(facts.refs(bound))
