@@ -50,6 +50,9 @@ def clamped(facts: FunctionFacts, a: Access) -> bool:
             spans.append((value.start_byte, value.end_byte))
     if any(c.name in _CLAMPS and lo <= c.node.start_byte < hi for lo, hi in spans for c in facts.calls):
         return True
+    if any(c.kind == "ternary" and lo <= c.node.start_byte < hi and is_relational(facts, c.cond)
+           for lo, hi in spans for c in facts.controls):
+        return True  # `x[i < n ? i : n - 1]`
     for assign in facts.assigns:
         left = assign.child_by_field_name("left")
         if left is None or left.type != "identifier" or facts.key_of(left) not in names:
@@ -63,21 +66,24 @@ def clamped(facts: FunctionFacts, a: Access) -> bool:
 
 
 def per_thread_slot(facts: FunctionFacts, a: Access, grid_stride: bool) -> bool:
-    """In a grid-stride kernel the grid is sized by the launcher, not by the data: a store
-    at the thread's own grid index (`partial[tid] = sum` after the loop) fills an array of
-    one slot per thread, which is never too short."""
-    if not grid_stride or len(a.indices) != 1:
+    """In a grid-stride kernel the grid is sized by the launcher, not by the data: an array
+    the loop never touches, indexed only by the thread's position in the grid
+    (`partial[tid]`, `states[tid + gridDim.x * blockDim.x]`), holds slots per thread and is
+    sized to the grid."""
+    if not grid_stride or _in_loop(facts, a):
         return False
-    node = index_expr(a.indices[0])
-    if node.type == "identifier":
-        defs = facts.defs.get(facts.key_of(node), [])
-        if len(defs) != 1:
-            return False
-        node = defs[0]
-    flat = squash(facts.text(node)).replace(" ", "").replace("(", "").replace(")", "")
-    forms = {f"{p}+threadIdx.x" for p in ("blockIdx.x*blockDim.x", "blockDim.x*blockIdx.x")}
-    forms |= {f"threadIdx.x+{p}" for p in ("blockIdx.x*blockDim.x", "blockDim.x*blockIdx.x")}
-    return flat in forms and not any(c.kind == "loop" for c in facts.controls_over(a.node.start_byte))
+    if any(b.base == a.base and _in_loop(facts, b) for b in facts.accesses):
+        return False  # the data the loop walks, not an array of per-thread slots
+    names = set()
+    for idx in a.indices:
+        names |= facts.refs(index_expr(idx))
+    deps = facts.closure(names)
+    return all(n.startswith(("blockIdx.", "blockDim.", "threadIdx.", "gridDim.")) or facts.local(n) is not None
+               for n in deps)
+
+
+def _in_loop(facts: FunctionFacts, a: Access) -> bool:
+    return any(c.kind == "loop" for c in facts.controls_over(a.node.start_byte))
 
 
 def global_accesses(facts: FunctionFacts):

@@ -7,6 +7,7 @@ import bisect
 from stitch_lsp.analysis.cuda_facts import ATOMICS, Control, FunctionFacts
 from stitch_lsp.analysis.cuda_text import squash
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
+from stitch_lsp.analysis.rules.shared_memory import single_thread_guard
 from stitch_lsp.findings import Severity
 
 
@@ -36,6 +37,24 @@ def _varying(facts: FunctionFacts, loop: Control) -> set[str]:
     return set(names[lo:hi])
 
 
+# Exchanges and compare-and-swap set a value or retry until they win (a flag, a lock, a
+# CAS loop), and atomicInc/Dec wrap at a bound: none of them can be summed in a register
+# first and issued once.
+_NOT_REDUCTIONS = ("atomicExch", "atomicCAS", "atomicInc", "atomicDec")
+
+
+def _one_per_group(facts: FunctionFacts, byte: int) -> bool:
+    """Inside `if (lane == 0)`, `if (threadIdx.x % 32 == 0)`, `if (g.thread_rank() == 0)`:
+    one thread per warp or group does the atomic."""
+    for c in facts.controls_over(byte):
+        if c.kind != "if" or c.cond is None:
+            continue
+        text = squash(facts.text(c.cond)).replace(" ", "")
+        if "==0" in text and ("thread_rank()" in text or "%" in text or "lane" in text.lower()):
+            return True
+    return False
+
+
 class AtomicInLoop(Rule):
     meta = RuleMeta("STC006", "atomic-same-address-in-loop", "Atomic on one address inside a loop",
                     Severity.WARNING)
@@ -44,11 +63,13 @@ class AtomicInLoop(Rule):
         if facts.is_host_code:
             return
         for c in facts.calls:
-            if c.name not in ATOMICS or not c.args:
+            if c.name not in ATOMICS or not c.args or c.name.startswith(_NOT_REDUCTIONS):
                 continue
             loops = facts.loops_over(c.node.start_byte)
             if not loops:
                 continue
+            if single_thread_guard(facts, c.node.start_byte) is not None or _one_per_group(facts, c.node.start_byte):
+                continue  # already one atomic per block, warp or group: the recommended shape
             deps = facts.closure(facts.refs(c.args[0]))
             if any(n.startswith("threadIdx.") for n in deps):
                 continue

@@ -20,6 +20,8 @@ class PrintfInKernel(Rule):
             if any(a <= at < b for a, b in facts.conditional) or \
                     any(p.start_byte <= at < p.end_byte for p in facts.preprocs):
                 continue  # inside #ifdef DEBUG or similar
+            if any(ctl.kind in ("if", "ternary") for ctl in facts.controls_over(at)):
+                continue  # an error report, or one thread's summary: not every thread, not every time
             out.emit(c.node.child_by_field_name("function") or c.node,
                      "`printf` in device code serialises through a host buffer and distorts timing; remove it "
                      "or keep it under `#ifdef DEBUG`")
