@@ -48,7 +48,7 @@ from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
 from stitch_lsp.analysis.cuda_text import Columns, encode_source, squash
 from stitch_lsp.analysis.rules.base import Emitter, FileView
 from stitch_lsp.analysis.rules.guards import kernel_traits
-from stitch_lsp.findings import Finding, Position, Range
+from stitch_lsp.findings import Finding, Position, Range, Severity
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,24 @@ def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: s
         return _analyze_function(src, cols, consts, u, path, conditional)
     except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
         # Pathological input (an expression nested thousands deep) or a bug: this function
-        # contributes nothing rather than taking the whole file's analysis down.
+        # contributes nothing rather than taking the whole file's analysis down, and says so.
         log.exception("analysis of a function in %s failed", path or "<text>")
-        return UnitResult(u.unit.start_point.row, None, (), (), (), ())
+        row = u.unit.start_point.row
+        try:
+            k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn)
+        except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
+            k = None
+        if k is None:
+            return UnitResult(row, None, (), (), (), ())
+        note = _skipped(path, k, "the analysis failed on it (the server log has the details)")
+        return UnitResult(row, k, (), (), (), (note,), False)
+
+
+def _skipped(path: str, k: KernelInfo, why: str) -> Finding:
+    """The hint a kernel the rules did not look at gets, saying why."""
+    kind = "kernel" if k.is_global else "function"
+    return Finding(path=path, range=k.name_range, severity=Severity.HINT, code="parse",
+                   message=f"Static rules skipped {kind} `{k.name}`: {why}", source="stitch")
 
 
 def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
@@ -102,7 +117,12 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
         if header is None or not (header[1] or header[2]):
             return UnitResult(row, None, (), (), (), (), False)
         k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn, header=header)
-        return UnitResult(row, k, (), (), (), (), False)
+        if k is None or k.body_range is None:
+            return UnitResult(row, k, (), (), (), (), False)
+        where = _syntax_errors(cols, u.fn)
+        at = f" at line {where[0].start.line + 1}" if where else ""
+        note = _skipped(path, k, f"its code does not parse{at}; nvcc reports the exact error on save")
+        return UnitResult(row, k, (), (), (), (note,), False)
     facts = build_facts(src, cols, consts, u.fn, u.unit, conditional)
     if facts is None:
         return UnitResult(row, None, (), (), (), ())
