@@ -119,9 +119,8 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
         k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn, header=header)
         if k is None or k.body_range is None:
             return UnitResult(row, k, (), (), (), (), False)
-        where = _syntax_errors(cols, u.fn)
-        at = f" at line {where[0].start.line + 1}" if where else ""
-        note = _skipped(path, k, f"its code does not parse{at}; nvcc reports the exact error on save")
+        # (No line number in the text: cached results move with the function.)
+        note = _skipped(path, k, "its code does not parse here; nvcc reports the exact error on save")
         return UnitResult(row, k, (), (), (), (note,), False)
     facts = build_facts(src, cols, consts, u.fn, u.unit, conditional)
     if facts is None:
