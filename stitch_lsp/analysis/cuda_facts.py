@@ -327,8 +327,12 @@ class FunctionFacts:
         return resolve_int(self.src, node, self.consts, self._local_consts())
 
     def _local_consts(self) -> dict[str, Node]:
-        return {d.name: d.value for d in self.decls
+        hit = self.memo.get("local_consts")
+        if hit is None:
+            hit = self.memo["local_consts"] = {
+                d.name: d.value for d in self.decls
                 if d.value is not None and not d.is_pointer and (d.is_const or d.type_text == "dim3")}
+        return hit
 
 
 # ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@ them, phrased in the kernel's own names (used by STC001, STC019 and STC020)."""
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from attrs import frozen
@@ -38,30 +39,45 @@ def grid_index(facts: FunctionFacts, a: Access) -> bool:
     return any(n.startswith("threadIdx.") for n in deps) and any(n.startswith("blockIdx.") for n in deps)
 
 
+def _clamp_index(facts: FunctionFacts) -> tuple[list[int], set[str]]:
+    """Where clamps are (`min(...)` calls and `c ? a : b` with a comparison, by start byte),
+    and the names reset under a comparison of themselves (`if (i > n - 1) i = n - 1;`)."""
+    hit = facts.memo.get("clamps")
+    if hit is None:
+        starts = sorted([c.node.start_byte for c in facts.calls if c.name in _CLAMPS] +
+                        [c.node.start_byte for c in facts.controls
+                         if c.kind == "ternary" and is_relational(facts, c.cond)])
+        reset: set[str] = set()
+        for assign in facts.assigns:
+            left = assign.child_by_field_name("left")
+            if left is None or left.type != "identifier":
+                continue
+            key = facts.key_of(left)
+            if any(c.kind == "if" and c.cond is not None and key in facts.refs(c.cond) and
+                   is_relational(facts, c.cond) for c in facts.controls_over(assign.start_byte)):
+                reset.add(key)
+        hit = facts.memo["clamps"] = (starts, reset)
+    return hit
+
+
 def clamped(facts: FunctionFacts, a: Access) -> bool:
     """The index is clamped into range instead of checked: `y[min(i, n - 1)]`, an index
-    computed with `min`, or one reset by `if (i > n - 1) i = n - 1;`."""
-    spans = [(idx.start_byte, idx.end_byte) for idx in a.indices]
+    computed with `min` or `i < n ? i : n - 1`, or one reset by `if (i > n - 1) i = n - 1;`."""
+    starts, reset = _clamp_index(facts)
     names: set[str] = set()
+    spans = []
     for idx in a.indices:
+        spans.append((idx.start_byte, idx.end_byte))
         names |= {n for n in facts.refs(index_expr(idx)) if "." not in n}
-    for name in list(names):
+    if names & reset:
+        return True
+    for name in names:
         for value in facts.defs.get(name, ()):
             spans.append((value.start_byte, value.end_byte))
-    if any(c.name in _CLAMPS and lo <= c.node.start_byte < hi for lo, hi in spans for c in facts.calls):
-        return True
-    if any(c.kind == "ternary" and lo <= c.node.start_byte < hi and is_relational(facts, c.cond)
-           for lo, hi in spans for c in facts.controls):
-        return True  # `x[i < n ? i : n - 1]`
-    for assign in facts.assigns:
-        left = assign.child_by_field_name("left")
-        if left is None or left.type != "identifier" or facts.key_of(left) not in names:
-            continue
-        key = facts.key_of(left)
-        for c in facts.controls_over(assign.start_byte):
-            if c.kind == "if" and c.cond is not None and key in facts.refs(c.cond) and \
-                    is_relational(facts, c.cond):
-                return True
+    for lo, hi in spans:
+        i = bisect.bisect_left(starts, lo)
+        if i < len(starts) and starts[i] < hi:
+            return True
     return False
 
 

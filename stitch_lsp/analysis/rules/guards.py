@@ -247,6 +247,13 @@ def kernel_traits(facts: FunctionFacts) -> tuple[tuple[tuple[str, tuple[int, ...
     that a block-derived index is checked against, so it expects a partial last block
     along that axis; and whether it walks its data in a grid-stride loop, so any grid
     size covers all of it."""
+    hit = facts.memo.get("kernel_traits")
+    if hit is None:
+        hit = facts.memo["kernel_traits"] = _kernel_traits(facts)
+    return hit
+
+
+def _kernel_traits(facts: FunctionFacts) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], bool]:
     bounds: dict[str, set[str]] = {}
     stride = False
     for c in facts.controls:

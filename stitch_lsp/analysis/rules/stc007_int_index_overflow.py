@@ -8,6 +8,8 @@ a reason to widen anything.
 
 from __future__ import annotations
 
+import bisect
+
 from tree_sitter import Node
 
 from stitch_lsp.analysis.cuda_facts import INT32_TYPES, FunctionFacts, index_expr
@@ -15,24 +17,6 @@ from stitch_lsp.analysis.cuda_text import squash
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.analysis.rules.guards import kernel_traits
 from stitch_lsp.findings import Fix, Severity
-
-
-def _compared_with_wide(facts: FunctionFacts, key: str, params_only: bool) -> str | None:
-    """A 64-bit name (a parameter, or a 64-bit local) that ``key`` is compared with."""
-    for c in facts.controls:
-        if c.cond is None:
-            continue
-        for cmp in _comparisons(facts, c.cond):
-            sides = [cmp.child_by_field_name("left"), cmp.child_by_field_name("right")]
-            if any(s is None for s in sides):
-                continue
-            for mine, other in (sides, sides[::-1]):
-                if key not in facts.refs(mine):
-                    continue
-                for n in sorted(facts.refs(other)):
-                    if facts.is_int64_name(n) and (n in facts.param_names or not params_only):
-                        return n
-    return None
 
 
 def _comparisons(facts: FunctionFacts, node: Node) -> list[Node]:
@@ -46,12 +30,56 @@ def _comparisons(facts: FunctionFacts, node: Node) -> list[Node]:
     return out
 
 
+def _compared(facts: FunctionFacts) -> dict[str, set[str]]:
+    """For each name, the 64-bit names it is compared with somewhere (built once)."""
+    hit = facts.memo.get("compared_with_wide")
+    if hit is None:
+        hit = {}
+        for c in facts.controls:
+            if c.cond is None:
+                continue
+            for cmp in _comparisons(facts, c.cond):
+                left, right = cmp.child_by_field_name("left"), cmp.child_by_field_name("right")
+                if left is None or right is None:
+                    continue
+                for mine, other in ((left, right), (right, left)):
+                    wide = {n for n in facts.refs(other) if facts.is_int64_name(n)}
+                    if wide:
+                        for n in facts.refs(mine):
+                            hit.setdefault(n, set()).update(wide)
+        facts.memo["compared_with_wide"] = hit
+    return hit
+
+
+def _compared_with_wide(facts: FunctionFacts, key: str, params_only: bool) -> str | None:
+    """A 64-bit name (a parameter, or a 64-bit local) that ``key`` is compared with."""
+    names = sorted(_compared(facts).get(key, ()))
+    return next((n for n in names if n in facts.param_names or not params_only), None)
+
+
 def _subscripts(facts: FunctionFacts, key: str) -> bool:
-    return any(key in facts.refs(index_expr(i)) for a in facts.accesses for i in a.indices)
+    hit = facts.memo.get("subscript_names")
+    if hit is None:
+        hit = set()
+        for a in facts.accesses:
+            for i in a.indices:
+                hit |= facts.refs(index_expr(i))
+        facts.memo["subscript_names"] = hit
+    return key in hit
 
 
 def _products_in(facts: FunctionFacts, node: Node) -> list[Node]:
-    return [p for p in facts.builtin_products if node.start_byte <= p.start_byte and p.end_byte <= node.end_byte]
+    starts = facts.memo.get("product_starts")
+    if starts is None:
+        starts = facts.memo["product_starts"] = [p.start_byte for p in facts.builtin_products]
+    i = bisect.bisect_left(starts, node.start_byte)
+    out = []
+    while i < len(starts) and starts[i] < node.end_byte:
+        p = facts.builtin_products[i]
+        if p.end_byte <= node.end_byte:
+            out.append(p)
+        i += 1
+    return out
 
 
 class IntIndexOverflow(Rule):
