@@ -26,6 +26,7 @@ import bisect
 import contextlib
 import gc
 import hashlib
+import heapq
 import logging
 import re
 import threading
@@ -211,6 +212,8 @@ class CudaAnalyzer:
         self._recent: dict[tuple, UnitResult] = {}
         self._live_counts: deque[int] = deque(maxlen=RECENT_VERSIONS)
         self._last: CudaAnalysis | None = None
+        # Each file rule's inputs and findings, for the next version (see _file_findings).
+        self._file_rule_cache: dict[str, tuple[tuple, tuple[Finding, ...]]] = {}
 
     def analyze(self, text: str) -> CudaAnalysis:
         src = encode_source(text)
@@ -237,6 +240,7 @@ class CudaAnalyzer:
         self._tops_kept = []
         self._context = b""
         self._recent = {}
+        self._file_rule_cache = {}
         self._live_counts.clear()
 
     def _parse(self, src: bytes) -> tuple[Tree, Edit | None]:
@@ -347,9 +351,9 @@ class CudaAnalyzer:
         sound_launches = tuple(l for r in results if r.parse_ok for l in r.launches)
         flows = tuple(r.flow for r in results if r.parse_ok and r.flow is not None)
         file_findings = self._file_findings(FileView(self.path, sound_kernels, sound_launches, flows, consts.includes))
-        if file_findings:  # function results are already in document order
-            findings.extend(file_findings)
-            findings.sort(key=lambda f: (f.range.start.line, f.range.start.character, f.code))
+        if file_findings:  # function results are already in document order: merge, not sort
+            order = lambda f: (f.range.start.line, f.range.start.character, f.code)  # noqa: E731
+            findings = list(heapq.merge(findings, sorted(file_findings, key=order), key=order))
         kept, dropped = split_ignored(findings, ignore_comments(original))
         errors = _syntax_errors(cols, root) if root.has_error else ()
         return CudaAnalysis(
@@ -379,14 +383,32 @@ class CudaAnalyzer:
     def _file_findings(self, view: FileView) -> list[Finding]:
         out: list[Finding] = []
         for rule in rule_registry.FILE_RULES:
+            inputs = tuple(getattr(view, name) for name in rule.uses)
+            kept = self._file_rule_cache.get(rule.meta.code)
+            if kept is not None and _same_inputs(kept[0], inputs):
+                out.extend(kept[1])  # nothing it reads changed (an edit inside one kernel, for STC009)
+                continue
             emitter = Emitter(None, self.path, rule.meta)
             try:
                 rule.check_file(view, lambda rng, msg, fix=None, e=emitter: e.emit(rng, msg, fix=fix))
             except Exception:
                 log.exception("rule %s failed in %s", rule.meta.code, self.path or "<text>")
                 continue
+            self._file_rule_cache[rule.meta.code] = (inputs, tuple(emitter.found))
             out.extend(emitter.found)
         return out
+
+
+def _same_inputs(old: tuple, new: tuple) -> bool:
+    """The same records (by identity: a function's results are new objects whenever its text,
+    or its place, changed) and equal plain values."""
+    for a, b in zip(old, new):
+        if isinstance(a, tuple) and a and not isinstance(a[0], str):
+            if len(a) != len(b) or any(x is not y for x, y in zip(a, b)):
+                return False
+        elif a != b:
+            return False
+    return True
 
 
 _ANALYZERS: OrderedDict[str, CudaAnalyzer] = OrderedDict()

@@ -163,9 +163,10 @@ def shift_launch(l: LaunchInfo, d: int) -> LaunchInfo:
 
 
 def shift_flow(f: FunctionFlow, d: int) -> FunctionFlow:
+    if not any(s.range is not None for s in f.steps):
+        return f  # no launches: nothing in it has a place
     return FunctionFlow(f.name, f.is_host, f.returns_status, tuple(
-        FlowStep(s.kind, s.name, shift_range(s.range, d) if s.range is not None else None, shift_fix(s.fix, d),
-                 s.header)
+        s if s.range is None else FlowStep(s.kind, s.name, shift_range(s.range, d), shift_fix(s.fix, d), s.header)
         for s in f.steps))
 
 

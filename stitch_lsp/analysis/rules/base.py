@@ -94,6 +94,8 @@ class FileRule:
 
     meta: RuleMeta
     scope = "file"
+    # The FileView fields it reads: its findings are reused while they stay the same.
+    uses: tuple[str, ...] = ("kernels", "launches", "flows", "includes")
 
     def check_file(self, view: FileView, emit: Callable[[Range, str, Fix | None], None]) -> None:  # pragma: no cover
         raise NotImplementedError

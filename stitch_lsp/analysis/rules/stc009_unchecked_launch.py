@@ -48,6 +48,7 @@ class _Callers:
                 elif s.kind == "ref":
                     self.passed.add(s.name)
         self.memo: dict[str, list[str] | None] = {}
+        self.last_check: dict[int, int] = {}
 
     def unchecked_path(self, flow: FunctionFlow) -> list[str] | None:
         """The callers (innermost first) through which an error leaving ``flow`` goes
@@ -75,7 +76,11 @@ class _Callers:
         return result
 
     def checked_after(self, flow: FunctionFlow, i: int) -> bool:
-        return any(_is_check(s, self.defined, self.checkers) for s in flow.steps[i + 1:])
+        last = self.last_check.get(id(flow))
+        if last is None:
+            last = max((j for j, s in enumerate(flow.steps) if _is_check(s, self.defined, self.checkers)), default=-1)
+            self.last_check[id(flow)] = last
+        return i < last
 
 
 def _checkers(flows: tuple[FunctionFlow, ...], defined: set[str]) -> set[str]:
@@ -93,6 +98,7 @@ def _checkers(flows: tuple[FunctionFlow, ...], defined: set[str]) -> set[str]:
 
 class UncheckedLaunch(FileRule):
     meta = RuleMeta("STC009", "unchecked-launch", "Kernel launch whose errors nobody checks", Severity.WARNING)
+    uses = ("flows", "includes")
 
     def check_file(self, view: FileView, emit: Callable[..., None]) -> None:
         if not any(s.kind == "launch" for f in view.flows for s in f.steps):

@@ -15,6 +15,7 @@ MIN_THREADS = 512
 class MissingLaunchBounds(FileRule):
     meta = RuleMeta("STC014", "missing-launch-bounds",
                     "Large constant block size without `__launch_bounds__`", Severity.HINT)
+    uses = ("kernels", "launches")
 
     def check_file(self, view: FileView, emit: Callable[..., None]) -> None:
         # Only launches with a large constant block can matter; there are few of those.

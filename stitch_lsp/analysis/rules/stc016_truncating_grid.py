@@ -19,6 +19,7 @@ from stitch_lsp.findings import Fix, Severity, TextEdit
 class TruncatingGrid(FileRule):
     meta = RuleMeta("STC016", "truncating-grid", "Grid size rounds down for a kernel that handles a partial block",
                     Severity.WARNING)
+    uses = ("kernels", "launches")
 
     def check_file(self, view: FileView, emit: Callable[..., None]) -> None:
         if not any(l.truncations for l in view.launches):
