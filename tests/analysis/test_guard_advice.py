@@ -24,10 +24,6 @@ CASES = [
     ("__global__ void k(const float* __restrict__ x, float* y, int count, int step) {\n"
      "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < count) y[i] = x[i]; y[i + 0] = 0.0f; }",
      "i + 0 < count"),
-    # No size to check against: nothing is invented.
-    ("__global__ void k(char* buf, char value) { buf[blockDim.x * blockIdx.x + threadIdx.x] = value; }", None),
-    ("__global__ void k(int* data, int inc) { int idx = blockIdx.x * blockDim.x + threadIdx.x; data[idx] += inc; }",
-     None),
     # Two sizes it cannot choose between.
     ("__global__ void k(float* y, int rows_count, int cols_count) {\n"
      "  int i = blockIdx.x * blockDim.x + threadIdx.x; y[i] = 1.0f; }", None),
@@ -48,3 +44,13 @@ def test_stc001_guard_uses_the_kernels_names(src, guard):
     fixed = apply_edits(src, f.fix.edits)
     assert f"if ({guard}) " in fixed
     assert not [g for g in CudaAnalyzer("g.cu").analyze(fixed).findings if g.code == "STC001"]
+
+
+@pytest.mark.parametrize("src", [
+    "__global__ void k(char* buf, char value) { buf[blockDim.x * blockIdx.x + threadIdx.x] = value; }",
+    "__global__ void k(int* data, int inc) { int idx = blockIdx.x * blockDim.x + threadIdx.x; data[idx] += inc; }",
+])
+def test_a_kernel_that_takes_no_size_gets_a_hint_that_invents_none(src):
+    (f,) = [f for f in CudaAnalyzer("g.cu").analyze(src).findings if f.code == "STC001"]
+    assert f.severity.name == "HINT" and f.fix is None
+    assert "the grid exactly covers the array" in f.message and " < " not in f.message

@@ -116,6 +116,11 @@ class Guard:
     index: str  # what to check, as written (`i`, `x` and `y`)
 
 
+def size_name(name: str) -> bool:
+    """A parameter name that says "how many elements" (`n`, `count`, `numElements`, `len`)."""
+    return _SIZE_NAME.match(name) is not None
+
+
 def _size_params(facts: FunctionFacts) -> list[str]:
     return [p.info.name for p in facts.params
             if not p.info.is_pointer and p.info.type_text in _SIZE_TYPES]
@@ -130,10 +135,11 @@ def _existing_bound(facts: FunctionFacts, axis: str) -> str | None:
             left, right = cmp.child_by_field_name("left"), cmp.child_by_field_name("right")
             if left is None or right is None:
                 continue
-            if axis in block_axes(facts, left) and not block_axes(facts, right):
-                return squash(facts.text(right))
-            if axis in block_axes(facts, right) and not block_axes(facts, left):
-                return squash(facts.text(left))
+            for index, bound in ((left, right), (right, left)):
+                text = squash(facts.text(bound))
+                # `x < width - 1` keeps a stencil inside the image: not the array's extent.
+                if axis in block_axes(facts, index) and not block_axes(facts, bound) and "-" not in text:
+                    return text
     return None
 
 
@@ -196,7 +202,7 @@ def suggest_guard(facts: FunctionFacts, a: Access) -> Guard:
         two_d = _row_major(facts, defs[0]) if len(defs) == 1 else None
     if two_d is not None:
         col, row, width = two_d
-        height = _existing_bound(facts, "y") or _paired(facts, width)
+        height = _paired(facts, width) or _existing_bound(facts, "y")
         if height is not None:
             return Guard(f"{col} < {width} && {row} < {height}", f"{col}` and `{row}")
         return Guard(None, f"{col}` and `{row}")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from stitch_lsp.analysis.cuda_facts import FunctionFacts
+from stitch_lsp.analysis.cuda_facts import INT32_TYPES, INT64_TYPES, FunctionFacts, index_expr
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.analysis.rules.bounds import (
-    clamped, global_accesses, grid_index, per_thread_slot, suggest_guard, wrap_fix,
+    size_name, clamped, global_accesses, grid_index, per_thread_slot, suggest_guard, wrap_fix,
 )
 from stitch_lsp.analysis.rules.guards import is_bounds_checked, kernel_traits
 from stitch_lsp.findings import Severity
@@ -13,6 +13,26 @@ from stitch_lsp.findings import Severity
 
 def unguarded(facts: FunctionFacts, a) -> bool:
     return grid_index(facts, a) and not is_bounds_checked(facts, a.node.start_byte) and not clamped(facts, a)
+
+
+def takes_extent(facts: FunctionFacts) -> bool:
+    """Whether a size comes in: an integer parameter named like one (`n`, `count`, `len`),
+    or one that shapes the kernel's indexing or its conditions (a width, a stride). Then a
+    bounds check is possible, and its absence is a finding."""
+    hit = facts.memo.get("takes_extent")
+    if hit is None:
+        ints = {p.info.name for p in facts.params if not p.info.is_pointer and
+                p.info.type_text.replace("const ", "").strip() in INT32_TYPES | INT64_TYPES}
+        used: set[str] = set()
+        if ints:
+            for a in facts.accesses:
+                for i in a.indices:
+                    used |= facts.closure(facts.refs(index_expr(i)))
+            for c in facts.controls:
+                if c.cond is not None:
+                    used |= facts.closure(facts.refs(c.cond))
+        hit = facts.memo["takes_extent"] = bool(ints & used) or any(size_name(n) for n in ints)
+    return hit
 
 
 def advice(guard) -> str:
@@ -29,10 +49,17 @@ class UnguardedGlobalWrite(Rule):
         if not facts.is_global:
             return
         grid_stride = kernel_traits(facts)[1]
+        sized = takes_extent(facts)
         for a in global_accesses(facts):
             if not a.is_write or not unguarded(facts, a) or per_thread_slot(facts, a, grid_stride):
                 continue
             guard = suggest_guard(facts, a)
+            if not sized:
+                # No size comes in: the kernel's contract is a grid that exactly covers the data.
+                out.emit(a.node, f"`{facts.text(a.node)}` writes global memory at a grid-wide index with no bounds "
+                                 f"check: correct only while the grid exactly covers the array, and the kernel "
+                                 f"takes no size to check against", severity=Severity.HINT)
+                continue
             out.emit(a.node, f"`{facts.text(a.node)}` writes global memory at a grid-wide index with no bounds "
                              f"check; threads of the last block past the end write out of bounds. {advice(guard)}",
                      fix=wrap_fix(facts, a, guard))
