@@ -73,10 +73,15 @@ def test_every_fixable_rule_has_a_fix_exercised():
 
 
 def test_const_fix_text():
-    text = "__global__ void k(float *x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }"
+    text = "__global__ void k(float *x, int* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }"
     (f,) = [f for f in analyse(text).findings if f.code == "STC008"]
     assert "const float * __restrict__ x" in apply_edits(text, f.fix.edits)
     assert f.fix.title == "Declare `x` as `const float * __restrict__ x`"
+    # An output of the same type may be the same buffer (an in-place launch): const only.
+    same = text.replace("int* y", "float* y")
+    (f,) = [f for f in analyse(same).findings if f.code == "STC008"]
+    assert "const float *x" in apply_edits(same, f.fix.edits) and "__restrict__" not in apply_edits(same, f.fix.edits)
+    assert "and `__restrict__` if it never overlaps `y`" in f.message
 
 
 def _nvcc_compiles(source: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -113,13 +113,24 @@ class MutableReadOnlyParam(Rule):
             if _aliases(facts, info.name) & touched:
                 continue
             edits = [out.insert_before(p.node, "const ")]
-            if not info.is_restrict and p.star is not None:
+            # `__restrict__` promises no other pointer reaches the same memory. An output of the
+            # same type may be the same buffer (an in-place launch): then only `const` is safe.
+            outputs = [o.info.name for o in facts.params if o is not p and o.info.is_pointer and not o.info.is_const
+                       and _pointee(o.info.type_text) == _pointee(info.type_text)
+                       and _aliases(facts, o.info.name) & touched]
+            if not info.is_restrict and p.star is not None and not outputs:
                 nxt = facts.src[p.star.end_byte:p.star.end_byte + 1]
                 edits.append(out.insert_after(p.star, " __restrict__" if nxt.isspace() else " __restrict__ "))
             suggested = _apply(facts.text(p.node), p, edits, facts)
-            out.emit(p.node, f"`{info.name}` is only read; declare it `{suggested}` so loads can take the "
-                             f"read-only cache path and the compiler can reorder them",
+            also = (f" (and `__restrict__` if it never overlaps `{outputs[0]}`: then loads can take the read-only "
+                    f"cache path)" if outputs and not info.is_restrict else "")
+            out.emit(p.node, f"`{info.name}` is only read; declare it `{suggested}`{also} so the compiler knows "
+                             f"and can keep and reorder its loads",
                      fix=Fix(title=f"Declare `{info.name}` as `{suggested}`", edits=tuple(edits)))
+
+
+def _pointee(type_text: str) -> str:
+    return " ".join(re.sub(r"\b(?:const|volatile|__restrict__|__restrict|restrict)\b|[*&]", " ", type_text).split())
 
 
 def _apply(text: str, p: Param, edits, facts: FunctionFacts) -> str:
