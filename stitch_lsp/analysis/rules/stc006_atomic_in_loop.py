@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 
-from stitch_lsp.analysis.cuda_facts import ATOMICS, Control, FunctionFacts
+from stitch_lsp.analysis.cuda_facts import ATOMICS, Control, FunctionFacts, index_expr
 from stitch_lsp.analysis.cuda_text import squash
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.analysis.rules.shared_memory import single_thread_guard
@@ -55,6 +55,16 @@ def _one_per_group(facts: FunctionFacts, byte: int) -> bool:
     return False
 
 
+def _walks_data(facts: FunctionFacts, loop: Control) -> bool:
+    """Each iteration touches other data: an access whose index changes with the loop."""
+    varying = _varying(facts, loop)
+    for a in facts.accesses:
+        if loop.governs(a.node.start_byte) and any(
+                facts.closure(facts.refs(index_expr(i))) & varying for i in a.indices):
+            return True
+    return False
+
+
 class AtomicInLoop(Rule):
     meta = RuleMeta("STC006", "atomic-same-address-in-loop", "Atomic on one address inside a loop",
                     Severity.WARNING)
@@ -75,6 +85,12 @@ class AtomicInLoop(Rule):
                 continue
             if any(deps & _varying(facts, loop) for loop in loops):
                 continue
+            target = facts.base_names(c.args[0])
+            if any(loop.cond is not None and target & facts.refs(loop.cond) for loop in loops):
+                continue  # `while (hit < count) { ...; atomicAdd(&hit, 1); }`: the counter steers the loop
+            value = facts.closure(facts.refs(c.args[1])) if len(c.args) > 1 else frozenset()
+            if not any(_walks_data(facts, loop) or value & _varying(facts, loop) for loop in loops):
+                continue  # the loop repeats the atomic itself (a stress test): nothing to hoist
             addr = squash(facts.text(c.args[0]))
             out.emit(c.node, f"`{c.name}` on `{addr}` hits the same address on every iteration of the loop in "
                              f"every thread, so the updates serialise; accumulate in a register and issue one "
