@@ -56,13 +56,23 @@ def _one_per_group(facts: FunctionFacts, byte: int) -> bool:
 
 
 def _walks_data(facts: FunctionFacts, loop: Control) -> bool:
-    """Each iteration touches other data: an access whose index changes with the loop."""
-    varying = _varying(facts, loop)
-    for a in facts.accesses:
-        if loop.governs(a.node.start_byte) and any(
-                facts.closure(facts.refs(index_expr(i))) & varying for i in a.indices):
-            return True
-    return False
+    """Each iteration touches other data: an access whose index changes with the loop.
+    (Worked out once per function, access by access, for the loops around each.)"""
+    walking = facts.memo.get("loops_walking_data")
+    if walking is None:
+        walking = set()
+        for a in facts.accesses:
+            loops = facts.loops_over(a.node.start_byte)
+            if not loops:
+                continue
+            names: set[str] = set()
+            for i in a.indices:
+                names |= facts.closure(facts.refs(index_expr(i)))
+            for l in loops:
+                if l.node.id not in walking and names & _varying(facts, l):
+                    walking.add(l.node.id)
+        facts.memo["loops_walking_data"] = walking
+    return loop.node.id in walking
 
 
 class AtomicInLoop(Rule):
