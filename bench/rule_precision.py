@@ -114,14 +114,24 @@ def run(paths: list[str]) -> tuple[dict, list[dict]]:
 
 
 def review(md: Path, listing: list[dict]) -> dict[str, dict]:
-    """Precision per rule over the reviewed rows of ``md`` that still fire."""
-    firing = {(f["code"], f["where"]) for f in listing}
-    out: dict[str, dict] = collections.defaultdict(lambda: {"reviewed": 0, "worth_acting_on": 0, "stale": []})
+    """Precision per rule over the reviewed rows of ``md`` that still fire. Rows whose
+    finding is a hint of a warning rule (it dropped to a hint where it could not tell) are
+    counted apart: precision is about what is shown as a warning or an error."""
+    firing: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
+    for f in listing:
+        firing[(f["code"], f["where"])].add(f["severity"])
+    meta = {r.meta.code: r.meta.severity for r in ALL_RULES}
+    out: dict[str, dict] = collections.defaultdict(
+        lambda: {"reviewed": 0, "worth_acting_on": 0, "hints_reviewed": 0, "stale": []})
     for code, path, line, verdict in REVIEW_ROW.findall(md.read_text(encoding="utf-8")):
         where = f"{path.strip()}:{line}"
         row = out[code]
-        if (code, where) not in firing:
+        severities = firing.get((code, where))
+        if not severities:
             row["stale"].append(where)
+            continue
+        if severities == {"hint"} and meta.get(code) is not Severity.HINT:
+            row["hints_reviewed"] += 1
             continue
         row["reviewed"] += 1
         row["worth_acting_on"] += verdict == "yes"
