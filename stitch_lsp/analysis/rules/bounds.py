@@ -11,7 +11,7 @@ from tree_sitter import Node
 
 from stitch_lsp.analysis.cuda_facts import INT32_TYPES, INT64_TYPES, Access, FunctionFacts, index_expr, is_relational
 from stitch_lsp.analysis.cuda_text import operands, squash
-from stitch_lsp.analysis.rules.guards import block_axes, tail_guards
+from stitch_lsp.analysis.rules.guards import block_axes, comparisons, tail_guards
 from stitch_lsp.analysis.rules.shared_memory import canonical
 from stitch_lsp.findings import Fix, Range, TextEdit
 
@@ -131,7 +131,7 @@ def _existing_bound(facts: FunctionFacts, axis: str) -> str | None:
     for c in facts.controls:
         if not tail_guards(facts, c.cond):
             continue
-        for cmp in _comparisons(facts, c.cond):
+        for cmp in comparisons(facts, c.cond):
             left, right = cmp.child_by_field_name("left"), cmp.child_by_field_name("right")
             if left is None or right is None:
                 continue
@@ -141,21 +141,6 @@ def _existing_bound(facts: FunctionFacts, axis: str) -> str | None:
                 if axis in block_axes(facts, index) and not block_axes(facts, bound) and "-" not in text:
                     return text
     return None
-
-
-def _comparisons(facts: FunctionFacts, cond: Node | None) -> list[Node]:
-    out, stack = [], [cond] if cond is not None else []
-    while stack:
-        n = stack.pop()
-        if n.type == "parenthesized_expression":
-            stack.extend(n.named_children)
-        elif n.type == "binary_expression":
-            op = facts.text(n.child_by_field_name("operator"))
-            if op in ("&&", "||"):
-                stack.extend(x for x in (n.child_by_field_name("left"), n.child_by_field_name("right")) if x)
-            elif op in ("<", "<=", ">", ">="):
-                out.append(n)
-    return out
 
 
 def _paired(facts: FunctionFacts, width: str) -> str | None:
@@ -213,7 +198,7 @@ def _bound_of(facts: FunctionFacts, index: Node) -> str | None:
     """The size the kernel already compares this very index with (`i < n` somewhere)."""
     want = canonical(facts, index)
     for c in facts.controls:
-        for cmp in _comparisons(facts, c.cond):
+        for cmp in comparisons(facts, c.cond):
             left, right = cmp.child_by_field_name("left"), cmp.child_by_field_name("right")
             op = facts.text(cmp.child_by_field_name("operator"))
             if left is None or right is None:

@@ -149,6 +149,23 @@ def _grid_wide(facts: FunctionFacts, node: Node | None) -> bool:
 
 
 _ORDERING = frozenset({"<", "<=", ">", ">="})
+
+
+def comparisons(facts: FunctionFacts, cond: Node | None, through: tuple[str, ...] = ("&&", "||")) -> list[Node]:
+    """The ordering comparisons (`<`, `<=`, `>`, `>=`) of a condition, found through
+    parentheses and the logical operators in ``through``."""
+    out, stack = [], [cond] if cond is not None else []
+    while stack:
+        n = stack.pop()
+        if n.type == "parenthesized_expression":
+            stack.extend(n.named_children)
+        elif n.type == "binary_expression":
+            op = facts.text(n.child_by_field_name("operator"))
+            if op in through:
+                stack.extend(x for x in (n.child_by_field_name("left"), n.child_by_field_name("right")) if x)
+            elif op in _ORDERING:
+                out.append(n)
+    return out
 _MONOTONIC = frozenset({"+", "*", "<<"})
 
 
@@ -215,20 +232,9 @@ def tail_guards(facts: FunctionFacts, cond: Node | None) -> list[tuple[set[str],
     bound from the kernel's parameters (`i < n`, `x >= width`): the checks a kernel makes
     when the last block may run past the end of its data. (axes, parameter names) each."""
     out: list[tuple[set[str], set[str]]] = []
-    stack = [cond] if cond is not None else []
-    while stack:
-        n = stack.pop()
-        if n.type == "parenthesized_expression":
-            stack.extend(n.named_children)
-            continue
-        if n.type != "binary_expression":
-            continue
-        op = facts.text(n.child_by_field_name("operator"))
+    for n in comparisons(facts, cond):
         left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
-        if op in ("&&", "||"):
-            stack.extend(x for x in (left, right) if x is not None)
-            continue
-        if op not in _ORDERING or left is None or right is None:
+        if left is None or right is None:
             continue
         for index, bound in ((left, right), (right, left)):
             axes = block_axes(facts, index)

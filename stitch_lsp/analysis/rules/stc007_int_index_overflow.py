@@ -15,19 +15,8 @@ from tree_sitter import Node
 from stitch_lsp.analysis.cuda_facts import INT32_TYPES, FunctionFacts, index_expr
 from stitch_lsp.analysis.cuda_text import squash
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
-from stitch_lsp.analysis.rules.guards import kernel_traits
+from stitch_lsp.analysis.rules.guards import comparisons, kernel_traits
 from stitch_lsp.findings import Fix, Severity
-
-
-def _comparisons(facts: FunctionFacts, node: Node) -> list[Node]:
-    out, stack = [], [node]
-    while stack:
-        n = stack.pop()
-        if n.type == "binary_expression" and facts.text(n.child_by_field_name("operator")) in ("<", "<=", ">", ">="):
-            out.append(n)
-            continue
-        stack.extend(n.named_children)
-    return out
 
 
 def _compared(facts: FunctionFacts) -> dict[str, set[str]]:
@@ -38,7 +27,7 @@ def _compared(facts: FunctionFacts) -> dict[str, set[str]]:
         for c in facts.controls:
             if c.cond is None:
                 continue
-            for cmp in _comparisons(facts, c.cond):
+            for cmp in comparisons(facts, c.cond):
                 left, right = cmp.child_by_field_name("left"), cmp.child_by_field_name("right")
                 if left is None or right is None:
                     continue

@@ -8,7 +8,7 @@ from stitch_lsp.analysis.cuda_facts import FunctionFacts, index_expr
 from stitch_lsp.analysis.cuda_text import squash
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.analysis.rules.bounds import global_accesses, inclusive_name
-from stitch_lsp.analysis.rules.guards import block_axes, early_exits
+from stitch_lsp.analysis.rules.guards import block_axes, comparisons, early_exits
 from stitch_lsp.analysis.rules.shared_memory import canonical
 from stitch_lsp.findings import Fix, Severity
 
@@ -16,23 +16,6 @@ from stitch_lsp.findings import Fix, Severity
 # check keeps the code (`if (i <= n) use`) or leaves (`if (i > n) return;`).
 _KEEPS = {"<=": "<", ">=": ">"}  # `i <= n` / `n >= i`
 _LEAVES = {">": ">=", "<": "<="}  # `i > n` / `n < i`
-
-
-def _comparisons(facts: FunctionFacts, cond: Node | None, joined: str) -> list[Node]:
-    """Comparisons that decide the condition on their own: every part of an `&&` when the
-    code runs if it holds, every part of an `||` when the code leaves if it holds."""
-    out, stack = [], [cond] if cond is not None else []
-    while stack:
-        n = stack.pop()
-        if n.type == "parenthesized_expression":
-            stack.extend(n.named_children)
-        elif n.type == "binary_expression":
-            op = facts.text(n.child_by_field_name("operator"))
-            if op == joined:
-                stack.extend(x for x in (n.child_by_field_name("left"), n.child_by_field_name("right")) if x)
-            elif op in ("<", "<=", ">", ">="):
-                out.append(n)
-    return out
 
 
 def _size_bound(facts: FunctionFacts, node: Node) -> bool:
@@ -81,7 +64,8 @@ class OffByOneBound(Rule):
             checks = [(c, False) for c in facts.controls_over(at) if c.kind in ("if", "loop", "ternary")]
             checks += [(c, True) for c in early_exits(facts, at)]
             for ctl, leaves in checks:
-                for cmp in _comparisons(facts, ctl.cond, "||" if leaves else "&&"):
+                # Parts of an `&&` decide a check that keeps the code; of an `||`, an exit.
+                for cmp in comparisons(facts, ctl.cond, ("||",) if leaves else ("&&",)):
                     fixed = _lets_size_through(facts, cmp, index, leaves)
                     if fixed is None or cmp.id in flagged:
                         continue
