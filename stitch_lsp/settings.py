@@ -68,6 +68,9 @@ class Settings:
     shapes: dict[str, str] = field(factory=dict)
     cache_max_mb: int = 512
     kernels_dir: str = "stitch_kernels"  # where accepted fused kernels go in the workspace
+    # GEMMs: "auto" (the Triton GEMM family where it is faster: fp32 via 3xTF32, half precision with an epilogue
+    # cuBLASLt cannot fuse), "triton" (every GEMM it can take), "cublas" (GEMMs stay on cuBLAS).
+    gemm: str = "auto"
     # Set by the client (workspace trust); nothing is executed until it is true.
     trusted: bool = False
     python: str = ""  # interpreter for worker processes; "" = the server's own

@@ -27,6 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--coder", default="template", choices=["template", "llm", "auto"])
     p.add_argument("--workspace", type=Path, default=None, help="workspace root (default: the file's project)")
     p.add_argument("--no-verify", action="store_true", help="plan and generate only")
+    p.add_argument("--tune-gemm", action="store_true",
+                   help="first time every tile of the GEMM kernels on this GPU and cache the fastest "
+                        "(.stitch/gemm_tiles.json); later fuses use them")
     p.add_argument("--no-record", action="store_true",
                    help="never run the file's get_inputs() to record missing shapes")
     p.add_argument("--candidates", type=int, default=None, metavar="N",
@@ -142,7 +145,8 @@ def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, setting
     task = prepared.task
     module_path, func = names_for(task, settings)
     outcome = fuse_task(task, settings, coder=args.coder, verifier=verifier, cancel=CancelToken(),
-                        report=report, workdir=root, edit_namer=lambda _o: (module_path, func))
+                        report=report, workdir=root, edit_namer=lambda _o: (module_path, func),
+                        tune_gemm=args.tune_gemm and verifier is not None)
     if args.json:
         print(outcome_json(outcome))
     else:

@@ -7,6 +7,9 @@ from attrs import define, field
 from stitch_lsp.agents import op_table
 from stitch_lsp.agents.fusion import Group, split
 from stitch_lsp.agents.template_coder.emitter import Unsupported
+from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, fuse_gemms
+from stitch_lsp.agents.template_coder.gemm_triton import gemm_kernel
+from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.agents.template_coder.kernels import KernelSpec, col_kernel, pointwise_kernel, row_kernel
 from stitch_lsp.agents.template_coder.library_epilogue import fold_library_epilogues
 from stitch_lsp.op_graph import OpGraph
@@ -31,14 +34,25 @@ class LoweredProgram:
     uncovered_ops: list[str] = field(factory=list)
     notes: list[str] = field(factory=list)
     library_fusions: list[str] = field(factory=list)  # ops folded into a library call's epilogue
+    source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
 
 
-def lower(graph: OpGraph) -> LoweredProgram:
+def lower(graph: OpGraph, gemm: GemmOptions | None = None) -> LoweredProgram:
+    source = graph
+    graph, _ = fuse_gemms(graph, (gemm or default_options()).choose)
     graph, folded = fold_library_epilogues(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded)
+    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded,
+                             source_graph=source)
     for group in groups:
+        if group.kind == "library" and index[group.nodes[0]].op == GEMM_OP:
+            spec = gemm_kernel(index[group.nodes[0]])
+            group.note = spec.note
+            program.kernels.append(spec)
+            program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
+            program.notes.append(f"{spec.name}: {spec.note}")
+            continue
         if group.kind in ("pointwise", "row_reduction", "col_reduction") and not group.outputs:
             continue  # computes nothing anyone reads
         if group.kind in ("pointwise", "row_reduction", "col_reduction"):
