@@ -166,6 +166,8 @@ def comparisons(facts: FunctionFacts, cond: Node | None, through: tuple[str, ...
             elif op in _ORDERING:
                 out.append(n)
     return out
+
+
 _MONOTONIC = frozenset({"+", "*", "<<"})
 
 
