@@ -106,12 +106,15 @@ def _speedups(verdict: Verdict) -> str:
 def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifier: Any = None,
               cancel: CancelToken | None = None, report: Reporter = no_report,
               workdir: Path | None = None, device: DeviceInfo | None = None,
-              edit_namer: Any = None) -> FuseOutcome:
+              edit_namer: Any = None, verify_library_only: bool = False) -> FuseOutcome:
     """Plan, generate and verify ``task``.
 
     ``verifier`` is a ``stitch_lsp.verify.service.Verifier`` (None: plan and generate only,
     nothing is verified and nothing is offered). ``edit_namer(outcome) -> (module_path,
     func_name)`` lets the caller name the kernel module written into the workspace.
+    ``verify_library_only``: a candidate that is nothing but library calls (a plain GEMM or
+    convolution: covered, nothing to fuse) is verified too (the bench measures it); else it is
+    reported as nothing to fuse.
     """
     cancel = cancel or CancelToken()
     root = Path(workdir or getattr(verifier, "workdir", None) or Path.cwd())
@@ -165,9 +168,16 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     for name, text in candidate.cuda_sources.items():
         (outdir / name).write_text(text, encoding="utf-8")
     (outdir / "candidate.json").write_text(to_json(candidate, indent=1), encoding="utf-8")
-    if not candidate.fuses_anything:
-        outcome.message = ("Nothing to fuse: " + "; ".join(candidate.notes or candidate.uncovered_ops)
-                           if (candidate.notes or candidate.uncovered_ops) else "Nothing to fuse")
+    library_only = bool(candidate.library_calls) and not candidate.blocking_ops
+    if not candidate.fuses_anything and not (verify_library_only and library_only):
+        if library_only:
+            outcome.message = ("Nothing to fuse: " + "; ".join(candidate.library_calls)
+                               + " and nothing after it (a library call is all there is)")
+        elif candidate.blocking_ops:
+            outcome.message = "Nothing to fuse: no template covers " + "; ".join(candidate.blocking_ops)
+        else:
+            outcome.message = ("Nothing to fuse: " + "; ".join(candidate.notes or candidate.uncovered_ops)
+                               if (candidate.notes or candidate.uncovered_ops) else "Nothing to fuse")
         return outcome
 
     if verifier is None:

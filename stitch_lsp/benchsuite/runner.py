@@ -131,7 +131,8 @@ def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToke
     checker = verifier(settings)
     checker.task, checker.copy_gbs = task, _state.copy_gbs
     outcome = fuse_task(pipeline_task(task), settings, coder=coder, verifier=checker, cancel=cancel,
-                        report=report, workdir=_state.workdir, device=checker.device_info())
+                        report=report, workdir=_state.workdir, device=checker.device_info(),
+                        verify_library_only=True)
     result = to_result(
         task,
         coder=coder,

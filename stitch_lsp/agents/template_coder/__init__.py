@@ -11,7 +11,7 @@ are fused. What it cannot lower stays PyTorch and is listed in
 
 from __future__ import annotations
 
-from stitch_lsp.agents.template_coder.lower import LoweredProgram, lower
+from stitch_lsp.agents.template_coder.lower import LoweredProgram, lower, sm_of
 from stitch_lsp.agents.template_coder.binding import candidate_module, edit_module
 from stitch_lsp.pipeline import Candidate, Plan, Task
 
@@ -22,7 +22,7 @@ class TemplateCoder:
     def generate(self, task: Task, plan: Plan, feedback: str | None = None) -> Candidate:
         if plan.graph is None:
             raise ValueError("the plan has no traced graph; the template Coder lowers the traced graph")
-        program = lower(plan.graph)
+        program = lower(plan.graph, sm=sm_of(plan.device_name))
         module = candidate_module(task, program)
         return Candidate(
             module_source=module,
@@ -31,6 +31,8 @@ class TemplateCoder:
             notes=program.notes,
             uncovered_ops=program.uncovered_ops,
             library_fusions=list(program.library_fusions),
+            library_calls=list(program.library_calls),
+            blocking_ops=list(program.blocking_ops),
         )
 
 

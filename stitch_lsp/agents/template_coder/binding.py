@@ -55,7 +55,8 @@ def _program_for(tensors):
                 f"this fused kernel was generated for shapes {[c[0] for c in baked['checks']]}; "
                 f"got {[s for s, _ in named]}. Install Stitch to re-generate it for new shapes, "
                 "or fuse again") from None
-        data = program_for(_GRAPH, [s for s, _ in named])
+        major, minor = torch.cuda.get_device_capability(tensors[0].device)
+        data = program_for(_GRAPH, [s for s, _ in named], sm=10 * major + minor)
     prog = _PROGRAMS[sig] = _Prepared(data)
     return prog
 
@@ -162,8 +163,13 @@ def {func_name}(*tensors):
 def candidate_module(task: Task, program: LoweredProgram, loader_import: str = LOADER_IMPORT) -> str:
     """A KernelBench solution: ``ModelNew`` subclasses the reference ``Model`` and calls the fused program."""
     graph = program.graph
-    forward_inputs = sorted((i for i in graph.inputs if i.role == "input"), key=lambda i: i.index)
-    args = ", ".join(f"x{i.index}" for i in forward_inputs)
+    positions = sorted([i.index for i in graph.inputs if i.role == "input"] + [s.index for s in graph.scalars])
+    args = ", ".join(f"x{k}" for k in positions)
+    # Numbers forward takes were traced as constants: a call with another value needs another kernel.
+    checks = "".join(
+        f"        if x{s.index} != {s.value!r}:\n"
+        f"            raise ValueError(f\"this fused kernel was generated for input {s.index} = {s.value!r}, got "
+        f"{{x{s.index}!r}}; fuse again for that value\")\n" for s in graph.scalars)
     call_args = []
     for i in graph.inputs:
         if i.role in ("param", "buffer") and all(p.isidentifier() for p in i.path.split(".")):
@@ -188,7 +194,7 @@ exec(compile(_REFERENCE_SOURCE, "<reference>", "exec"), _reference.__dict__)
 
 class ModelNew(_reference.Model):
     def forward(self, {args}):
-        return fused({", ".join(call_args)})
+{checks}        return fused({", ".join(call_args)})
 '''
 
 

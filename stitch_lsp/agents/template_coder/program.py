@@ -25,7 +25,8 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
             leaves = k.params[: len(k.params) - len(k.outputs)]
             steps.append({
                 "kernel": k.name, "grid": k.grid, "block": k.block, "args": leaves,
-                "outputs": [[o, list(index[o].shape), index[o].dtype] for o in k.outputs],
+                "outputs": [[o, list(index[o].shape), index[o].dtype] if o in index
+                            else [o, list(k.scratch[o][0]), k.scratch[o][1]] for o in k.outputs],
             })
             continue
         for n in step.nodes:
@@ -41,9 +42,10 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
     }
 
 
-def program_for(graph_json: str, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
-    """Re-lower a symbolically traced graph for other input shapes (the binding's just-in-time path)."""
+def program_for(graph_json: str, shapes: list[tuple[int, ...]], sm: int = 90) -> dict[str, Any]:
+    """Re-lower a symbolically traced graph for other input shapes (the binding's just-in-time path), for a
+    device of compute capability ``sm``."""
     graph = from_json(graph_json, OpGraph)
     if not graph.symbolic:
         raise ValueError("this kernel was traced for fixed shapes only; fuse again for the new shapes")
-    return program_data(lower(specialise(graph, shapes)))
+    return program_data(lower(specialise(graph, shapes), sm=sm))
