@@ -24,6 +24,7 @@ VIEW_OPS = {
     "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.permute.default",
     "aten.t.default", "aten.transpose.int", "aten.slice.Tensor", "aten.cat.default",
     "aten.lift_fresh_copy.default", "aten.contiguous.default", "aten.select.int", "aten.flip.default",
+    "aten.repeat.default", "aten.index.Tensor",
 }
 REDUCTION_OPS = {
     "aten.sum.dim_IntList": "sum", "aten.sum.default": "sum", "aten.mean.dim": "mean",
@@ -45,7 +46,9 @@ SCAN_OPS = {"aten.cumsum.default": "sum", "aten.cumprod.default": "prod"}
 # Copies into the graph's own inputs: a module's buffers updated in place (BatchNorm's running statistics).
 UPDATE_OPS = {"aten.copy_.default"}
 LIBRARY_OPS = library_calls.LIBRARY_OPS
-CREATION_OPS = {"aten.scalar_tensor.default", "aten.full.default", "aten.full_like.default", "aten.arange.default",
+EMPTY_OPS = {"aten.empty.memory_format", "aten.empty_like.default", "aten.empty_permuted.default",
+             "aten.empty_strided.default"}
+CREATION_OPS = EMPTY_OPS | {"aten.scalar_tensor.default", "aten.full.default", "aten.full_like.default", "aten.arange.default",
                 "aten.arange.start", "aten.arange.start_step", "aten.zeros_like.default", "aten.ones_like.default",
                 "aten.zeros.default", "aten.ones.default"}
 FLOAT_DTYPES = {"float32", "float16", "bfloat16"}

@@ -160,6 +160,21 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # Index maps that gather: nearest upsampling (index tensors from arange, truncated to integers), an
+    # affine instance norm's repeated weight, and a loss whose decomposition makes an empty tensor for its shape.
+    "gathers": """
+class Model(nn.Module):
+    def forward(self, x):
+        up = F.interpolate(x, scale_factor=2, mode="nearest")
+        normed = F.instance_norm(x, weight=torch.full((x.shape[1],), 1.5, device=x.device))
+        return up * 2.0, normed, F.binary_cross_entropy_with_logits(x, torch.sigmoid(x * 0.5))
+
+def get_inputs():
+    return [torch.randn(2, 3, 5, 6)]
+
+def get_init_inputs():
+    return []
+""",
     # LayerNorm over all of (C, H, W) with two rows, and a norm of the whole tensor: few long rows.
     "few-long-rows": """
 class Model(nn.Module):

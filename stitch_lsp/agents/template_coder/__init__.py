@@ -1,12 +1,13 @@
 """The built-in template Coder: lowers a Plan's graph into fused CUDA kernels. No network, no API key.
 
-Pointwise chains (any broadcasting, views, slices, ``cat``) become one
-vectorised single-pass kernel; groups with last-dimension reductions (softmax,
-log-softmax, logsumexp, LayerNorm, RMSNorm, GroupNorm, sum / mean / max / min)
-become one row kernel with their prologue and epilogue fused in; GEMMs stay on
-cuBLAS through torch (with the reference's TF32 setting) and their epilogues
-are fused. What it cannot lower stays PyTorch and is listed in
-``Candidate.uncovered_ops``.
+Pointwise chains (any broadcasting, views, slices, ``cat``) become one vectorised
+single-pass kernel; groups of reductions over any dimensions (norms, softmaxes,
+losses, arg reductions) become one reduction kernel with their prologue and
+epilogue fused in (``reduction_kernels``: a warp, a block, a Hopper cluster or,
+for few long rows, several blocks per row); ``cumsum`` / ``cumprod`` a scan
+kernel (``scan_kernel``). GEMMs, convolutions, pooling and attention stay
+library calls (``library_call``) and what follows them is fused. What it cannot
+lower stays PyTorch and is listed in ``Candidate.blocking_ops``.
 """
 
 from __future__ import annotations

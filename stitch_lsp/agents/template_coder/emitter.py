@@ -235,6 +235,8 @@ class Emitter:
             held = False
             if node.dtype == "bool":
                 expr = f"(({expr}) != 0.f ? 1.f : 0.f)"
+            elif node.dtype in ("int64", "int32"):
+                expr = f"truncf({expr})"  # an integer result (x.long()): its fraction dropped, as eager drops it
             elif node.dtype in ("bfloat16", "float16") and self._selects_exact(node, operands):
                 held = True  # one of its operands, already a value of this dtype: rounding would not change it
             elif node.name not in self.stored_only:
@@ -273,8 +275,8 @@ class Emitter:
             var = self.fresh()
             self.emit(f"const float {var} = {value};")
             return var
-        if op in ("aten.zeros.default", "aten.zeros_like.default"):
-            return "0.f"
+        if op in ("aten.zeros.default", "aten.zeros_like.default") or op in op_table.EMPTY_OPS:
+            return "0.f"  # an empty tensor's values are whatever memory held: only its shape is ever used
         if op in ("aten.ones.default", "aten.ones_like.default"):
             return "1.f"
         value = args[0] if op == "aten.scalar_tensor.default" else args[1]
@@ -429,6 +431,16 @@ class Emitter:
             if step != 1:
                 c[dim] = Digit(f"({c[dim].expr} * {step}LL)", (c[dim].bound - 1) * step + 1)
             return self.value(src_name, self._index([(c[d], sstr[d]) for d in range(rank)], start * sstr[dim]))
+        if op == "aten.repeat.default":
+            reps = list(args[1])
+            full = (1,) * (len(node.shape) - len(src.shape)) + tuple(src.shape)
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(full)
+            terms = [(Digit(f"({c[d].expr} % {full[d]}LL)" if full[d] != node.shape[d] else c[d].expr, full[d]), sstr[d])
+                     for d in range(len(node.shape)) if full[d] > 1]
+            return self.value(src_name, self._index(terms))
+        if op == "aten.index.Tensor":
+            return self._gather(node, src, ix)
         if op == "aten.flip.default":
             rank = len(src.shape)
             flipped = {d % rank for d in args[1]}
@@ -449,6 +461,34 @@ class Emitter:
         if src.numel != node.numel:
             raise Unsupported(f"{op_table.short(op)} changes the element count")
         return self.value(src_name, ix)
+
+    def _gather(self, node: OpNode, src: OpNode, ix: str) -> str:
+        """``x[..., i, j, ...]`` with index tensors on neighbouring dims (nearest upsampling's, say): the
+        element's coordinates there are the index tensors' values at its position in their broadcast shape."""
+        idx = node.args[1]
+        dims = [k for k, t in enumerate(idx) if t is not None]
+        if not dims or dims != list(range(dims[0], dims[-1] + 1)):
+            raise Unsupported("indexing with tensors on dimensions that are not neighbours")
+        first = dims[0]
+        nb = len(node.shape) - len(src.shape) + len(dims)  # dims of the index tensors' broadcast shape
+        bshape = tuple(node.shape[first:first + nb])
+        c = self._coords(ix, node.shape)
+        bstr = contiguous_strides(bshape)
+        b_ix = self._index([(c[first + d], bstr[d]) for d in range(nb)])
+        picked = []
+        for k in dims:
+            t = self.index[idx[k]["$"]]
+            if t.dtype not in ("int64", "int32"):
+                raise Unsupported("indexing with a boolean mask")
+            v = self.value(t.name, broadcast_index(b_ix, bshape, tuple(t.shape)))
+            size = src.shape[k]
+            var = self.fresh("i")
+            # An index below zero counts from the end, as in eager.
+            self.emit(f"const long long {var} = (long long)({v}) < 0 ? (long long)({v}) + {size}LL : (long long)({v});")
+            picked.append(Digit(var, size))
+        coords = c[:first] + picked + c[first + nb:]
+        sstr = contiguous_strides(src.shape)
+        return self.value(src.name, self._index([(coords[d], sstr[d]) for d in range(len(src.shape))]))
 
     def _as_var(self, expr: str) -> str:
         if expr.replace("_", "").isalnum():
