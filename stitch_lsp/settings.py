@@ -58,6 +58,9 @@ class Settings:
     coder: str = "auto"
     model: str = "claude-sonnet-4-6"  # claude-sonnet-4-5 reaches end-of-life on 2026-11-30 (anthropic SDK 2.12)
     rounds: int = 3
+    # Replies the LLM Coder asks for in each round, verified at once on as many GPUs as the verifier
+    # has (a multi-GPU or Ray executor; docs/cluster.md). 1: one reply a round, as a single GPU wants.
+    candidates_per_round: int = 1
     token_budget: int = 200_000
     target_speedup: float = 2.0
     judge: bool = False  # an optional model judge for the rubric

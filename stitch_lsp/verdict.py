@@ -24,6 +24,7 @@ class VerdictStatus(str, enum.Enum):
     CRASHED = "crashed"  # the worker died (fault, segfault, abort)
     TIMEOUT = "timeout"
     OUT_OF_MEMORY = "out_of_memory"
+    TOO_LARGE = "too_large"  # the memory plan found no room for the task on this GPU: nothing ran
     NO_GPU = "no_gpu"
     BAD_INPUT = "bad_input"  # no ModelNew, wrong signature, reference raises, ...
     CANCELLED = "cancelled"
@@ -198,6 +199,9 @@ class HackFlag:
     evidence: str = ""
     line: int | None = None  # 0-based line in the candidate, where static
     dynamic: bool = False
+    # A static flag that only says the candidate uses streams: the run's stream check
+    # (``Verdict.streams``) settles it; honest streams joined back to the caller's pass.
+    stream_use: bool = False
 
 
 @define
@@ -221,6 +225,102 @@ class Usage:
 
 
 @define
+class MemoryPhase:
+    """What one phase of a verification needs on the GPU, by the plan, and what it used."""
+
+    name: str  # trials | second_shape | accuracy | timing
+    need_bytes: int = 0
+    runs: bool = True
+    note: str = ""  # why it is smaller (fewer input sets) or why it does not run
+    # Measured: the most the caching allocator held from the GPU while it ran. The phase starts
+    # with the cache emptied; freed blocks it keeps for reuse count too (it hands them back when
+    # an allocation would fail), so this can exceed ``need_bytes``, which counts live tensors.
+    peak_bytes: int | None = None
+
+
+@define
+class MemoryPlan:
+    """The Verifier's memory plan, made from the traced shapes before anything runs.
+
+    Sizes come from a run of the reference on the ``meta`` device (no memory, no
+    compute): the bytes of one input set, of the outputs, and the most that is live
+    at once inside the reference's forward. ``peak_bytes`` is measured.
+    """
+
+    status: str = "skipped"  # planned | too_large | skipped
+    traced: bool = False  # sizes from the meta trace (False: estimated from the inputs)
+    gpu_total_bytes: int = 0
+    free_bytes: int = 0  # free on the GPU when the plan was made
+    budget_bytes: int = 0  # what the plan may use: free less a reserve for workspaces and fragmentation
+    input_bytes: int = 0  # one input set
+    output_bytes: int = 0
+    forward_peak_bytes: int = 0  # most live at once in the reference's forward, its outputs included
+    param_bytes: int = 0  # the reference's parameters and buffers (the candidate gets a copy)
+    timing_input_sets: int = 0  # fresh input sets the timing rotates among
+    compile_baseline: bool = True  # room for torch.compile's baseline in the timing
+    compare_chunk_elements: int = 0  # comparisons run over slices this long: no full-size fp64 copies
+    phases: list[MemoryPhase] = field(factory=list)
+    # Measured over the whole job: the most device memory the caching allocator held at once
+    # (what the GPU had to give), and the most in live tensors (poisoning fills free cached
+    # blocks before each candidate call, so this comes close to the first).
+    peak_bytes: int | None = None
+    peak_allocated_bytes: int | None = None
+    message: str = ""
+
+
+@define
+class Accuracy:
+    """Error against a float64 run of the reference, on the first seed, for eager and the candidate.
+
+    ``ratio`` is the candidate's max error over eager's (each floored at one unit of the
+    output dtype's epsilon times the output's RMS, so exact results compare as 1x, not 0/0).
+    """
+
+    status: str = "skipped"  # measured | skipped | error
+    seed: int | None = None
+    reference_dtype: str = ""  # the dtype the float64 run's outputs came back in
+    eager_max_abs_err: float | None = None
+    candidate_max_abs_err: float | None = None
+    eager_mean_abs_err: float | None = None
+    candidate_mean_abs_err: float | None = None
+    ratio: float | None = None  # candidate error / eager error (max abs, floored)
+    less_accurate: bool = False  # ratio over LESS_ACCURATE_RATIO: a rubric warning, even inside tolerance
+    message: str = ""
+
+
+LESS_ACCURATE_RATIO = 4.0
+
+
+@define
+class StreamKernel:
+    """One kernel (or copy) that ``ModelNew.forward`` ran, as the profiler saw it."""
+
+    name: str
+    stream: int  # the profiler's stream id (not a cudaStream_t handle)
+    duration_us: float = 0.0
+    joined: bool = True  # on the caller's stream, or joined back to it before forward returned
+
+
+@define
+class StreamCheck:
+    """Which stream each kernel of one ``forward`` ran on, and whether side streams were joined."""
+
+    status: str = "skipped"  # checked | skipped | error
+    current_stream: int | None = None  # the caller's stream, as the profiler names it
+    kernels: list[StreamKernel] = field(factory=list)
+    span_us: float | None = None  # first kernel start to last kernel end, on any stream
+    message: str = ""
+
+    @property
+    def streams(self) -> list[int]:
+        return sorted({k.stream for k in self.kernels})
+
+    @property
+    def unjoined(self) -> list[StreamKernel]:
+        return [k for k in self.kernels if not k.joined]
+
+
+@define
 class Verdict:
     status: VerdictStatus
     summary: str  # one line a user reads first
@@ -233,6 +333,9 @@ class Verdict:
     hack_flags: list[HackFlag] = field(factory=list)
     rubric: list[RubricScore] = field(factory=list)
     usage: Usage = field(factory=Usage)
+    memory: MemoryPlan = field(factory=MemoryPlan)
+    accuracy: Accuracy = field(factory=Accuracy)
+    streams: StreamCheck = field(factory=StreamCheck)
     # What happened to the worker (timeouts, crashes, restarts), oldest first.
     events: list[str] = field(factory=list)
     seconds: float = 0.0

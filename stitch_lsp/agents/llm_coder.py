@@ -12,6 +12,14 @@
 4. every call counts against ``settings.token_budget`` (all tokens the API
    processed, cache reads included); the job stops cleanly when it is spent.
 
+With ``settings.candidates_per_round`` above 1, each round asks for that many
+replies at once (independent samples of the same conversation) and verifies their
+candidates at once, as many together as the verifier has GPUs (its ``slots``: a
+``candidate_pool.CandidatePool`` over a multi-GPU or Ray executor); the best of the
+round continues the conversation, and the feedback names what the others did. The
+rounds and the token budget mean what they meant: a round is one exchange, and
+every reply of it counts against the same budget.
+
 The best offerable candidate wins; a candidate with any hack flag never does.
 ``LlmCoder.generate`` is the one-round seam the fuse pipeline's Coder interface uses.
 """
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Protocol
 
 import attrs
@@ -60,9 +69,11 @@ class RoundRecord:
     candidate: Candidate | None = None
     verdict: Verdict | None = None
     problem: str = ""  # why the reply was not a candidate
-    usage: Usage = field(factory=Usage)
+    usage: Usage = field(factory=Usage)  # the whole round's, every reply of it
     stop_reason: str | None = None
     replanned_after: bool = False  # the conversation restarted with a new plan after this round
+    # With several candidates per round: the round's other replies (this record is the best of them).
+    others: list["RoundRecord"] = field(factory=list)
 
     def describe(self) -> str:
         if self.verdict is not None:
@@ -181,6 +192,7 @@ class LlmCoder:
         if self.verifier is None:
             raise ValueError("LlmCoder.run needs a verifier")
         rounds = max(1, self.settings.rounds)
+        width = max(1, self.settings.candidates_per_round)
         conv = _Conversation(self, task, plan, cancel, report)
         records: list[RoundRecord] = []
         best: RoundRecord | None = None
@@ -189,17 +201,14 @@ class LlmCoder:
         try:
             for number in range(1, rounds + 1):
                 cancel.raise_if_cancelled()
-                record, parsed = conv.ask(number)
+                record = self._round(task, conv, number, width, records, cancel, report)
                 records.append(record)
-                if parsed.candidate is not None:
-                    verdict = self._verify(task, parsed.candidate, conv.plan, records, cancel, report)
-                    record.verdict = attrs.evolve(verdict, usage=attrs.evolve(record.usage, rounds=1))
-                    if record.verdict.status is VerdictStatus.NO_GPU:
-                        best = record
-                        failure = "no_gpu"
-                        note = (f"No CUDA device: Claude's candidates cannot be checked here, so the job stopped "
-                                f"after round {number} instead of spending tokens on unverifiable rounds.")
-                        return self._finish(best, records, conv, failure=failure, note=note)
+                if record.verdict is not None and record.verdict.status is VerdictStatus.NO_GPU:
+                    best = record
+                    failure = "no_gpu"
+                    note = (f"No CUDA device: Claude's candidates cannot be checked here, so the job stopped "
+                            f"after round {number} instead of spending tokens on unverifiable rounds.")
+                    return self._finish(best, records, conv, failure=failure, note=note)
                 progressed = _progressed(record, best)
                 if record.verdict is not None and (best is None or _rank(record) > _rank(best)):
                     best = record
@@ -231,9 +240,59 @@ class LlmCoder:
         return self._finish(best, records, conv, failure=failure, note="")
 
     # -- pieces -------------------------------------------------------------------------------------
-    def _verify(self, task: Task, candidate: Candidate, plan: Plan | None, records: list[RoundRecord],
+    def _round(self, task: Task, conv: "_Conversation", number: int, width: int, done: list[RoundRecord],
+               cancel: CancelToken, report: Reporter) -> RoundRecord:
+        """Ask for ``width`` replies, verify their candidates (at once, up to the verifier's slots) and
+        keep the best in the conversation; the others ride along in ``RoundRecord.others``."""
+        if width == 1:
+            record, parsed = conv.ask(number)  # already in the conversation
+            tries = [(record, parsed, "")]
+        else:
+            tries = conv.ask_many(number, width)
+        verdicts = self._verify_all(task, [parsed.candidate for _, parsed, _ in tries], conv.plan, done,
+                                    cancel, report)
+        records = [record for record, _, _ in tries]
+        for record, verdict in zip(records, verdicts):
+            if verdict is not None:
+                record.verdict = attrs.evolve(verdict, usage=attrs.evolve(record.usage, rounds=1))
+        if width == 1:
+            return records[0]
+        best = max(range(len(records)), key=lambda i: (_rank(records[i]), -i))
+        chosen = records[best]
+        conv.accept(tries[best][1], tries[best][2])
+        chosen.others = [r for i, r in enumerate(records) if i != best]
+        total = Usage()
+        for r in records:
+            total = add_usage(total, r.usage)
+        chosen.usage = total
+        if chosen.verdict is not None:
+            chosen.verdict = attrs.evolve(chosen.verdict, usage=attrs.evolve(total, rounds=1))
+        return chosen
+
+    def _verify_all(self, task: Task, candidates: list[Candidate | None], plan: Plan | None,
+                    done: list[RoundRecord], cancel: CancelToken, report: Reporter) -> list[Verdict | None]:
+        """Each candidate's verdict (None where the reply held none), as many at once as the verifier has slots."""
+        slots = max(1, int(getattr(self.verifier, "slots", 1) or 1))
+        todo = [i for i, c in enumerate(candidates) if c is not None]
+        verdicts: list[Verdict | None] = [None] * len(candidates)
+
+        def one(i: int) -> None:
+            verdicts[i] = self._verify(task, candidates[i], plan, done, cancel, report)  # type: ignore[arg-type]
+
+        if len(todo) > 1:
+            report(ProgressEvent("checking", f"Verifying {len(todo)} candidates, {min(slots, len(todo))} at once"))
+        if slots == 1 or len(todo) < 2:
+            for i in todo:
+                one(i)
+        else:
+            with ThreadPoolExecutor(max_workers=min(slots, len(todo)), thread_name_prefix="llm-verify") as pool:
+                for future in [pool.submit(one, i) for i in todo]:
+                    future.result()
+        return verdicts
+
+    def _verify(self, task: Task, candidate: Candidate, plan: Plan | None, done: list[RoundRecord],
                 cancel: CancelToken, report: Reporter) -> Verdict:
-        previous = next((r for r in reversed(records[:-1]) if r.verdict is not None), None)
+        previous = next((r for r in reversed(done) if r.verdict is not None), None)
         context = RubricContext(plan=plan, previous=previous.verdict if previous else None,
                                 previous_candidate=previous.candidate if previous else None)
         # Static anti-hacking first: a flagged candidate costs no worker, no GPU time.
@@ -248,9 +307,15 @@ class LlmCoder:
 
     def _feedback(self, record: RoundRecord, conv: "_Conversation", number: int, rounds: int) -> str:
         if record.verdict is None or record.candidate is None:
-            return reply_problem_feedback(record.problem, number, rounds)
-        return verdict_feedback(record.verdict, record.candidate, round_number=number, rounds=rounds,
-                                target_speedup=self.settings.target_speedup, plan=conv.plan)
+            text = reply_problem_feedback(record.problem, number, rounds)
+        else:
+            text = verdict_feedback(record.verdict, record.candidate, round_number=number, rounds=rounds,
+                                    target_speedup=self.settings.target_speedup, plan=conv.plan)
+        if record.others:
+            lines = [f"- another reply: {other.describe().split(': ', 1)[-1]}" for other in record.others]
+            text += (f"\n\n{len(record.others) + 1} replies were tried this round; the feedback above is for "
+                     "the best of them (the one in this conversation). The others:\n" + "\n".join(lines))
+        return text
 
     def _replan(self, task: Task, plan: Plan | None, records: list[RoundRecord]) -> Plan | None:
         if self.replanner is not None:
@@ -370,12 +435,62 @@ class _Conversation:
         self.plan = plan
         self.messages = [self._opening(plan, f"{digest}\n\nThe last attempt's feedback:\n\n{last_feedback}")]
 
-    def ask(self, number: int) -> tuple[RoundRecord, ParsedReply]:
-        rounds = self.settings.rounds
-        max_tokens = min(self.coder.config.max_reply_tokens, self.budget_left() - self.estimated_request_tokens())
+    def _max_tokens(self, replies: int) -> int:
+        """Each of ``replies`` requests' reply limit, so that all of them fit the budget left."""
+        per = (self.budget_left() // replies) - self.estimated_request_tokens()
+        max_tokens = min(self.coder.config.max_reply_tokens, per)
         if max_tokens < MIN_REPLY_TOKENS:
             raise LlmError("budget", f"The token budget ({self.settings.token_budget:,}) is used up "
                                      f"({total_tokens(self.usage):,} tokens).")
+        return max_tokens
+
+    def ask_many(self, number: int, width: int) -> list[tuple[RoundRecord, ParsedReply, str]]:
+        """``width`` replies to the same conversation, asked at once (fewer when the budget cannot pay for
+        them all). Nothing is added to the conversation: ``accept`` adds the chosen one."""
+        while width > 1 and (self.budget_left() // width) - self.estimated_request_tokens() < MIN_REPLY_TOKENS:
+            width -= 1
+        max_tokens = self._max_tokens(width)
+        rounds = self.settings.rounds
+        percent = int(100 * (number - 1) / max(rounds, 1))
+        self.report(ProgressEvent("generating", f"Round {number}/{rounds}: asking {self.settings.model} for "
+                                                f"{width} candidates at once", percent))
+        client = self.client()
+        messages = llm_prompt.with_rolling_cache(self.messages)
+
+        def one(_: int) -> TurnResult:
+            return client.complete(system=self.system, messages=messages, max_tokens=max_tokens, cancel=self.cancel)
+
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="llm-ask") as pool:
+            futures = [pool.submit(one, i) for i in range(width)]
+            outcomes: list[TurnResult | BaseException] = []
+            for future in futures:
+                try:
+                    outcomes.append(future.result())
+                except (LlmError, Cancelled) as exc:
+                    outcomes.append(exc)
+        turns = [t for t in outcomes if isinstance(t, TurnResult)]
+        if not turns:  # every request failed: the first failure says why
+            raise next(e for e in outcomes if isinstance(e, BaseException))
+        self.rounds_done = number
+        tries = []
+        for turn in turns:
+            self.usage = add_usage(self.usage, turn.usage)
+            parsed = parse_reply(turn.text, stop_reason=turn.stop_reason, max_tokens=max_tokens)
+            tries.append((RoundRecord(number=number, candidate=parsed.candidate, problem=parsed.problem,
+                                      usage=turn.usage, stop_reason=turn.stop_reason), parsed, turn.text))
+        self.report(ProgressEvent("generating", f"Round {number}/{rounds}: {len(turns)} replies received — "
+                                                f"{total_tokens(self.usage):,} tokens so far", percent))
+        return tries
+
+    def accept(self, parsed: ParsedReply, text: str) -> None:
+        """The chosen reply of a round, as the conversation's assistant turn."""
+        self.messages.append(llm_prompt.assistant_turn(text))
+        if parsed.candidate is not None:
+            self.last_candidate = parsed.candidate
+
+    def ask(self, number: int) -> tuple[RoundRecord, ParsedReply]:
+        rounds = self.settings.rounds
+        max_tokens = self._max_tokens(1)
         model = self.settings.model
         base = total_tokens(self.usage)
         percent = int(100 * (number - 1) / max(rounds, 1))
@@ -416,6 +531,7 @@ _STATUS_RANK = {
     VerdictStatus.CRASHED: 2,
     VerdictStatus.TIMEOUT: 2,
     VerdictStatus.OUT_OF_MEMORY: 2,
+    VerdictStatus.TOO_LARGE: 2,
     VerdictStatus.BAD_INPUT: 2,
     VerdictStatus.ERROR: 2,
     VerdictStatus.COMPILE_ERROR: 1,

@@ -35,7 +35,7 @@ def verdict_feedback(verdict: Verdict, candidate: Candidate, *, round_number: in
         parts.append(hacking_section(verdict))
     if verdict.correctness.failed_trials or status is VerdictStatus.INCORRECT:
         parts.append(correctness_section(verdict))
-    if status in (VerdictStatus.CRASHED, VerdictStatus.TIMEOUT, VerdictStatus.OUT_OF_MEMORY,
+    if status in (VerdictStatus.CRASHED, VerdictStatus.TIMEOUT, VerdictStatus.OUT_OF_MEMORY, VerdictStatus.TOO_LARGE,
                   VerdictStatus.BAD_INPUT, VerdictStatus.ERROR, VerdictStatus.UNVERIFIABLE):
         parts.append(failure_section(verdict))
     if status is VerdictStatus.CORRECT:
@@ -140,6 +140,12 @@ def performance_section(verdict: Verdict, target_speedup: float, plan: Plan | No
                          f"{plan.floor_us / (t.candidate.median_ms * 1000) * 100:.0f}% of it.")
     else:
         lines.append(f"Correct. Timing not measured ({t.message or t.status}).")
+    a = verdict.accuracy
+    if a.status == "measured" and a.ratio is not None:
+        lines.append(f"Accuracy against a float64 run of the reference: max |error| {a.candidate_max_abs_err:.3g}, "
+                     f"eager's {a.eager_max_abs_err:.3g} ({a.ratio:.2f}x eager's)"
+                     + (" — much less accurate than eager: keep float32 arithmetic and accumulators." if a.less_accurate
+                        else "."))
     kernels = [k for k in verdict.profile.kernels if k.role == "candidate"]
     if kernels:
         lines.append("Profile (Nsight Compute):")

@@ -20,7 +20,7 @@ from stitch_lsp.analysis.cuda_analysis import analyze_cuda
 from stitch_lsp.findings import Finding, Range, Severity
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import HackFlag, RubricScore, Verdict, VerdictStatus
-from stitch_lsp.verify.anti_hacking import cuda_flags
+from stitch_lsp.verify.anti_hacking import cuda_flags, settled_by_run
 from stitch_lsp.verify.anti_hacking import static_flags as module_flags
 
 ANTI_HACKING = "anti_hacking"
@@ -89,7 +89,7 @@ def all_hack_flags(verdict: Verdict, candidate: Candidate) -> list[HackFlag]:
     """The Verifier's flags plus the static checks on the candidate's module (deduplicated)."""
     flags = list(verdict.hack_flags)
     seen = {(f.code, f.line) for f in flags}
-    for flag in static_flags(candidate):
+    for flag in settled_by_run(static_flags(candidate), verdict):
         if (flag.code, flag.line) not in seen:
             flags.append(flag)
             seen.add((flag.code, flag.line))
@@ -176,6 +176,14 @@ def score_cuda_engineering(verdict: Verdict, plan: Plan | None, static: list[Fin
         reasons.append("not timed or profiled here: scored from compile figures only")
     elif not reasons:
         reasons.append("no bottleneck found by timing or profile")
+    accuracy = verdict.accuracy
+    if accuracy.status == "measured" and accuracy.less_accurate and accuracy.ratio is not None:
+        # A warning even inside the tolerance: speed bought with precision (TF32, half accumulators,
+        # fast-math) is a trade the user should see.
+        score = min(score, 2)
+        reasons.append(f"{accuracy.ratio:.1f}x less accurate than eager against a float64 run of the reference "
+                       f"(max |error| {accuracy.candidate_max_abs_err:.3g} vs eager's "
+                       f"{accuracy.eager_max_abs_err:.3g})")
     return RubricScore(CUDA_ENGINEERING, max(1, min(5, score)), reasons)
 
 

@@ -50,10 +50,23 @@ class TaskResult:
     gpu: str = ""  # the slot it ran on ("0", "1", ... or "cpu")
     seconds: float = 0.0  # wall time of the whole task (coder + verifier)
     summary: str = ""  # the Verifier's own one-line summary
+    # Why the task ran more than once: each time the worker running it was lost (a cluster node
+    # down, its actor killed) and the task went back to the queue. Empty for a task that ran once.
+    retried: list[str] = field(factory=list)
 
     @property
     def correct(self) -> bool:
         return self.status == "correct"
+
+
+def failed_result(task, status: str, reason: str, *, coder: str, gpu: str = "", seconds: float = 0.0) -> TaskResult:
+    """The result of a task that ended without a verdict (crashed, timed out, lost, raised).
+
+    ``task`` is a ``tasks.BenchTask`` (not imported here: results stay free of task discovery).
+    """
+    return TaskResult(name=task.name, status=status, reason=reason, level=task.level, tags=list(task.tags),
+                      dtype=task.dtype, coder=coder, gpu=gpu, seconds=seconds, bound=task.expected_bound,
+                      bound_source="task" if task.expected_bound else "")
 
 
 @define
@@ -118,6 +131,7 @@ class RunInfo:
     gpus: list[GpuInfo] = field(factory=list)
     filters: str = ""
     stitch_version: str = ""
+    executor: str = ""  # where the tasks ran: "local", or the Ray cluster and its GPUs
 
 
 @define

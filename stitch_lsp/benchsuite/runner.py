@@ -159,6 +159,13 @@ def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToke
     return result, to_detail(task, outcome)
 
 
+def verify(settings: Settings, reference_source: str, candidate: Any, options: Any, cancel: CancelToken,
+           report: Reporter) -> Any:
+    """One candidate's verdict, with the caller's options (not the bench's profile / sanitize choice)."""
+    checker = verifier(settings)
+    return checker._inner.verify(reference_source, candidate, options, cancel=cancel, report=report)
+
+
 def measure_gpu(settings: Settings, slot: str, cancel: CancelToken) -> GpuInfo:
     try:
         checker = verifier(settings)

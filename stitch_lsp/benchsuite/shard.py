@@ -2,12 +2,16 @@
 
 The parent (``ShardWorker``) starts it with ``CUDA_VISIBLE_DEVICES`` set to one
 GPU and sends it tasks, one JSON line each, on stdin; the child answers with
-JSON lines on stdout (``ready``, ``progress``, ``result``, ``gpu``). It stays up
+JSON lines on stdout (``ready``, ``progress``, ``result``, ``verdict``, ``gpu``). It stays up
 between tasks, so the Verifier's worker (torch import, CUDA context, compile
 caches) is paid once per GPU. A task that hangs or kills the child costs only
 that task: the parent kills the tree and starts a fresh child for the next one.
 
-``--backend MODULE`` names the module that provides ``run_task`` and
+Requests: ``task`` (a bench task, answered by a ``result``), ``verify`` (a candidate
+against a reference, for the LLM Coder's candidate pool, answered by a ``verdict``)
+and ``gpu`` (the copy bandwidth).
+
+``--backend MODULE`` names the module that provides ``run_task``, ``verify`` and
 ``measure_gpu`` (default ``stitch_lsp.benchsuite.runner``); the tests point it
 at a stand-in that needs no GPU.
 """
@@ -28,12 +32,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from stitch_lsp.benchsuite.results import (
-    ERROR, INTERRUPTED, SHARD_CRASHED, TIMEOUT, GpuInfo, TaskDetail, TaskResult,
+    ERROR, INTERRUPTED, SHARD_CRASHED, TIMEOUT, GpuInfo, TaskDetail, TaskResult, failed_result,
 )
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent
 from stitch_lsp.serde import from_dict, to_dict
 from stitch_lsp.settings import Settings
+from stitch_lsp.verdict import Verdict, VerdictStatus
 
 DEFAULT_BACKEND = "stitch_lsp.benchsuite.runner"
 GRACE_S = 3.0  # after SIGTERM, before SIGKILL: time for the child to cancel its own workers
@@ -87,14 +92,25 @@ def _child_main(argv: list[str]) -> int:
                 except Cancelled:
                     return 1
                 except Exception as exc:  # a bug in the Coder or the Verifier: one task lost, not the run
-                    result = TaskResult(name=task.name, status=ERROR, reason=f"{type(exc).__name__}: {exc}",
-                                        level=task.level, tags=list(task.tags), dtype=task.dtype, coder=args.coder,
-                                        bound=task.expected_bound, bound_source="task" if task.expected_bound else "")
+                    result = failed_result(task, ERROR, f"{type(exc).__name__}: {exc}", coder=args.coder)
                     detail = None
                 result.gpu = args.slot
                 result.seconds = round(time.monotonic() - start, 3)
                 send({"kind": "result", "result": to_dict(result),
                       "detail": to_dict(detail) if detail is not None else None})
+            elif kind == "verify":
+                from stitch_lsp.pipeline import Candidate
+                from stitch_lsp.verify.options import VerifyOptions
+
+                options = from_dict(message["options"], VerifyOptions) if message.get("options") else None
+                try:
+                    verdict = backend.verify(settings, message["reference"],
+                                             from_dict(message["candidate"], Candidate), options, cancel, report)
+                except Cancelled:
+                    return 1
+                except Exception as exc:
+                    verdict = Verdict(VerdictStatus.ERROR, summary=f"the Verifier failed: {type(exc).__name__}: {exc}")
+                send({"kind": "verdict", "verdict": to_dict(verdict)})
             elif kind == "gpu":
                 info = backend.measure_gpu(settings, args.slot, cancel)
                 send({"kind": "gpu", "info": to_dict(info)})
@@ -106,6 +122,11 @@ def _child_main(argv: list[str]) -> int:
 
 
 # ---------------------------------------------------------------- parent side
+
+
+def safe_name(slot: str) -> str:
+    """A slot as a file name part ("10.0.0.5:1" -> "10.0.0.5-1")."""
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in slot)
 
 
 def _kill(proc: subprocess.Popen, grace_s: float) -> None:
@@ -125,13 +146,19 @@ def _kill(proc: subprocess.Popen, grace_s: float) -> None:
 
 
 class ShardWorker:
-    """The parent's handle on one shard child, bound to one GPU (``slot``)."""
+    """The parent's handle on one shard child, bound to one GPU.
+
+    ``slot`` names the GPU in results and logs; ``device`` is the child's
+    ``CUDA_VISIBLE_DEVICES`` (default: the slot, as on this machine; a cluster
+    worker names its slot after the node and passes the device the cluster gave it).
+    """
 
     def __init__(self, slot: str, *, coder: str, settings: Settings, log_dir: Path,
                  backend: str = DEFAULT_BACKEND, task_timeout_s: float = 900.0,
                  python: str = sys.executable, env: dict[str, str] | None = None,
-                 backend_options: dict[str, Any] | None = None) -> None:
+                 backend_options: dict[str, Any] | None = None, device: str | None = None) -> None:
         self.slot = slot
+        self.device = slot if device is None else device
         self.backend_options = dict(backend_options or {})
         self.coder = coder
         self.settings = settings
@@ -144,12 +171,13 @@ class ShardWorker:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._log = None
         self.restarts = 0
+        self._busy = threading.Lock()  # one request at a time: the child answers them in order
 
     # -- process management
     def _env(self) -> dict[str, str]:
         env = dict(self.base_env)
-        if self.slot not in ("", "cpu"):
-            env["CUDA_VISIBLE_DEVICES"] = self.slot
+        if self.device not in ("", "cpu"):
+            env["CUDA_VISIBLE_DEVICES"] = self.device
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
@@ -157,7 +185,7 @@ class ShardWorker:
 
     def _start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_dir / f"shard-{self.slot or 'default'}.log", "ab")
+        self._log = open(self.log_path, "ab")
         argv = [self.python, "-m", "stitch_lsp.benchsuite.shard", "--coder", self.coder,
                 "--settings", json.dumps(to_dict(self.settings)), "--backend", self.backend, "--slot", self.slot,
                 "--options", json.dumps(self.backend_options)]
@@ -191,9 +219,13 @@ class ShardWorker:
                 pass
         self._stop()
 
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"shard-{safe_name(self.slot) or 'default'}.log"
+
     def _log_tail(self, limit: int = 600) -> str:
         try:
-            data = (self.log_dir / f"shard-{self.slot or 'default'}.log").read_bytes()[-limit:]
+            data = self.log_path.read_bytes()[-limit:]
         except OSError:
             return ""
         return " ".join(data.decode("utf-8", "replace").split())
@@ -202,6 +234,11 @@ class ShardWorker:
     def _request(self, message: dict[str, Any], want: str, timeout_s: float, cancel: CancelToken,
                  on_progress: Callable[[str], None]) -> tuple[str, dict[str, Any] | None]:
         """Send ``message``; return ("ok", reply), ("timeout"|"crashed"|"interrupted", None)."""
+        with self._busy:
+            return self._exchange(message, want, timeout_s, cancel, on_progress)
+
+    def _exchange(self, message: dict[str, Any], want: str, timeout_s: float, cancel: CancelToken,
+                  on_progress: Callable[[str], None]) -> tuple[str, dict[str, Any] | None]:
         if self._proc is None or self._proc.poll() is not None:
             if self._proc is not None:
                 self._stop()
@@ -248,16 +285,37 @@ class ShardWorker:
             result = from_dict(reply["result"], TaskResult)
             detail = from_dict(reply["detail"], TaskDetail) if reply.get("detail") else None
             return result, detail
-        reason = {
-            TIMEOUT: f"no result within {self.task_timeout_s:g} s; the task's processes were killed",
-            SHARD_CRASHED: "the process running the task died" + (f": {self._log_tail()}" if self._log_tail() else ""),
+        reason = self._why(state, "task")
+        return failed_result(task, state, reason, coder=self.coder, gpu=self.slot,
+                             seconds=round(time.monotonic() - start, 3)), None
+
+    def _why(self, state: str, what: str) -> str:
+        tail = self._log_tail()
+        return {
+            TIMEOUT: f"no result within {self.task_timeout_s:g} s; the {what}'s processes were killed",
+            SHARD_CRASHED: f"the process running the {what} died" + (f": {tail}" if tail else ""),
             INTERRUPTED: "interrupted",
         }[state]
-        result = TaskResult(name=task.name, status=state, reason=reason, level=task.level, tags=list(task.tags),
-                            dtype=task.dtype, coder=self.coder, gpu=self.slot,
-                            seconds=round(time.monotonic() - start, 3), bound=task.expected_bound,
-                            bound_source="task" if task.expected_bound else "")
-        return result, None
+
+    def verify(self, reference_source: str, candidate: Any, options: Any = None, *,
+               cancel: CancelToken | None = None, report: Any = None) -> Verdict:
+        """The candidate's verdict from this GPU's Verifier (the Verifier's own ``verify`` signature)."""
+        cancel = cancel or CancelToken()
+
+        def progress(line: str) -> None:
+            if report is not None:
+                stage, _, text = line.partition(" ")
+                report(ProgressEvent(stage, text))
+
+        message = {"kind": "verify", "reference": reference_source, "candidate": to_dict(candidate),
+                   "options": to_dict(options) if options is not None else None}
+        state, reply = self._request(message, "verdict", self.task_timeout_s, cancel, progress)
+        if state == "ok" and reply is not None:
+            return from_dict(reply["verdict"], Verdict)
+        if state == INTERRUPTED:
+            raise Cancelled(cancel.reason or "interrupted")
+        status = VerdictStatus.TIMEOUT if state == TIMEOUT else VerdictStatus.CRASHED
+        return Verdict(status, summary=self._why(state, "candidate"), events=[f"gpu {self.slot}: {state}"])
 
     def gpu_info(self, cancel: CancelToken, timeout_s: float = 300.0) -> GpuInfo:
         state, reply = self._request({"kind": "gpu"}, "gpu", timeout_s, cancel, lambda _: None)

@@ -11,10 +11,10 @@ from typing import Callable, Sequence, TextIO
 from attrs import define, field
 
 from stitch_lsp import __version__
-from stitch_lsp.benchsuite import gpus as gpu_slots
+from stitch_lsp.benchsuite.executor import Executor, ExecutorError, WorkerSpec, make_executor
 from stitch_lsp.benchsuite.results import BenchReport, GpuInfo, RunInfo, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.scheduler import Worker, run_tasks
-from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND, ShardWorker
+from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND
 from stitch_lsp.benchsuite.stats import summarise, valid_speedup
 from stitch_lsp.benchsuite.store import RunStore
 from stitch_lsp.benchsuite.table import render, result_cell
@@ -35,7 +35,8 @@ class BenchOptions:
     filter: TaskFilter = field(factory=TaskFilter)
     resume: bool = False
     rerun: list[str] = field(factory=list)  # on resume, run again the tasks that ended with these statuses
-    gpus: int | None = None  # None: every visible GPU
+    gpus: int | None = None  # None: every visible GPU (of this machine, or of the cluster)
+    cluster: str | None = None  # None: this machine's GPUs; else a Ray address (ray://HOST:PORT, auto, ...)
     budget_s: float | None = None
     part: tuple[int, int] | None = None  # (I, N): the I-th of N interleaved slices of the selection
     task_timeout_s: float = 900.0
@@ -47,15 +48,10 @@ class BenchOptions:
     verbose: bool = False
 
 
-WorkerFactory = Callable[[str, BenchOptions, Settings, RunStore], Worker]
-
-
-def shard_worker(slot: str, options: BenchOptions, settings: Settings, store: RunStore) -> Worker:
-    backend_options = {"workdir": str((store.dir / "work" / slot).resolve()),
-                       "profile": options.profile, "sanitize": options.sanitize}
-    return ShardWorker(slot, coder=options.coder, settings=settings, log_dir=store.logs,
-                       backend=options.backend, task_timeout_s=options.task_timeout_s,
-                       backend_options=backend_options)
+def worker_spec(options: BenchOptions, settings: Settings) -> WorkerSpec:
+    return WorkerSpec(coder=options.coder, settings=settings, run_dir=options.run_dir,
+                      run_id=options.run_dir.name, tasks_dir=options.tasks_dir, backend=options.backend,
+                      profile=options.profile, sanitize=options.sanitize, task_timeout_s=options.task_timeout_s)
 
 
 def _fmt_finished(result: TaskResult) -> str:
@@ -108,8 +104,13 @@ class ProgressPrinter:
         self._running.pop(task.name, None)
         self.results.append(result)
         self.done += 1
+        again = f"; ran {len(result.retried) + 1} times" if result.retried else ""
         self._say(f"[{self.done:>3}/{self.total}] gpu {slot}: {task.name}: {_fmt_finished(result)} "
-                  f"({result.seconds:.1f} s)")
+                  f"({result.seconds:.1f} s{again})")
+
+    def lost(self, slot: str, task: BenchTask, reason: str) -> None:
+        self._running.pop(task.name, None)
+        self._say(f"          gpu {slot}: lost while running {task.name} ({reason}); it goes back in the queue")
 
 
 def _measure_gpus(workers: Sequence[Worker], cancel: CancelToken, out: TextIO) -> list[GpuInfo]:
@@ -164,8 +165,17 @@ def list_tasks(options: BenchOptions, out: TextIO) -> int:
 
 
 def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdout,
-              make_worker: WorkerFactory = shard_worker, cancel: CancelToken | None = None) -> BenchReport:
-    cancel = cancel or CancelToken()
+              executor: Executor | None = None, cancel: CancelToken | None = None) -> BenchReport:
+    """Run the selected tasks on ``executor`` (default: from ``options.cluster``) and report them."""
+    executor = executor or make_executor(options.cluster, options.gpus)
+    try:
+        return _run(options, settings, out, executor, cancel or CancelToken())
+    finally:
+        executor.close()
+
+
+def _run(options: BenchOptions, settings: Settings, out: TextIO, executor: Executor,
+         cancel: CancelToken) -> BenchReport:
     found, chosen = _selected(options, out)
     if not chosen:
         raise BenchError(f"no tasks in {options.tasks_dir} match the filters" if found
@@ -195,16 +205,22 @@ def run_bench(options: BenchOptions, settings: Settings, out: TextIO = sys.stdou
     )
     if options.resume and info is not None:
         run.started, run.gpus = info.started, info.gpus
-    store.save_info(run)
     todo = interleave([t for t in chosen if t.name not in previous])
-    slots = gpu_slots.slots(options.gpus)
-    if slots == ["cpu"]:
-        print("warning: no GPU visible (CUDA_VISIBLE_DEVICES / nvidia-smi -L): tasks can be planned and "
-              "generated but not checked or timed; they will end as no_gpu", file=out, flush=True)
-    workers = [make_worker(slot, options, settings, store) for slot in slots[: max(1, min(len(slots), len(todo)))]]
+    workers: list[Worker] = []
+    if todo:
+        try:
+            workers = executor.start(worker_spec(options, settings), len(todo), out)
+        except ExecutorError as exc:
+            raise BenchError(str(exc)) from None
+        except KeyboardInterrupt:  # while connecting to a cluster or starting its workers
+            cancel.cancel("interrupted")
+    run.executor = executor.label if workers else (info.executor if info else "")
+    store.save_info(run)
+    where = "" if executor.label == "local" else f" ({executor.label})"
     print(f"stitch bench: {len(chosen)} tasks ({len(previous)} already done), coder {options.coder}, "
-          f"{len(workers)} worker(s) on GPU {', '.join(w.slot for w in workers)}; results in {options.run_dir}",
-          file=out, flush=True)
+          + (f"{len(workers)} worker(s) on GPU {', '.join(w.slot for w in workers)}{where}; " if workers else
+             "interrupted while its workers started; " if todo else "nothing to run; ")
+          + f"results in {options.run_dir}", file=out, flush=True)
 
     started = time.monotonic()
     if options.measure_bandwidth and todo:

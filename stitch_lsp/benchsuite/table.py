@@ -118,7 +118,8 @@ def render_misses(results: list[TaskResult], copy_gbs: float | None) -> str:
 
 def render(report: BenchReport) -> str:
     run = report.run
-    parts = [f"stitch bench  run {run.run_id}  coder {run.coder}  tasks {run.tasks_dir}"]
+    where = f"  on {run.executor}" if run.executor not in ("", "local") else ""
+    parts = [f"stitch bench  run {run.run_id}  coder {run.coder}  tasks {run.tasks_dir}{where}"]
     for gpu in run.gpus:
         dev = gpu.device
         name = f"{dev.name} (driver {dev.driver}, CUDA {dev.cuda}, torch {dev.torch})" if dev else "unknown device"
@@ -131,6 +132,10 @@ def render(report: BenchReport) -> str:
         parts += ["", short]
     parts.append("")
     parts.append(render_summary(report.summary))
+    retried = [r for r in report.results if r.retried]
+    if retried:
+        parts.append(f"ran again after losing its worker: {len(retried)}: "
+                     + "; ".join(f"{r.name} ({r.retried[-1]})" for r in retried[:6]) + (" …" if len(retried) > 6 else ""))
     if report.not_run:
         why = "interrupted" if run.interrupted else "out of time budget" if run.stopped_by_budget else "not run"
         parts.append(f"not run ({why}): {len(report.not_run)}: " + ", ".join(report.not_run[:12])

@@ -4,7 +4,8 @@ Prints a row per task (correct or why not, speedup over eager and torch.compile,
 bound and % of peak) and the suite summary (fast_p, geometric-mean speedup,
 compile and correctness rates, % of the measured copy bandwidth). Results are
 kept per task under the run directory, so Ctrl-C loses only the tasks running
-and --resume picks up where it stopped. One worker per visible GPU.
+and --resume picks up where it stopped. One worker per visible GPU, or with
+--cluster one per GPU of a Ray cluster (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -72,7 +73,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--rerun", type=_csv, default=[], metavar="STATUS[,STATUS]",
                    help="with --resume: run again the tasks that ended with these statuses (e.g. incorrect,crashed)")
     p.add_argument("--list", action="store_true", help="list the selected tasks and exit")
-    p.add_argument("--gpus", type=int, default=None, metavar="N", help="use at most N of the visible GPUs (default all)")
+    p.add_argument("--gpus", type=int, default=None, metavar="N",
+                   help="use at most N of the visible GPUs, or of the cluster's (default all)")
+    p.add_argument("--cluster", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run the tasks on a Ray cluster's GPUs: ray://HOST:PORT, HOST:PORT, auto (a cluster "
+                        "started on this machine), or no value for $RAY_ADDRESS; needs "
+                        "pip install 'stitch-lsp[cluster]' (docs/cluster.md)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="start no task after this long; the rest are reported as not run (resume later)")
     p.add_argument("--task-timeout", type=float, default=900.0, metavar="SECONDS",
@@ -116,6 +122,7 @@ def run(args) -> int:
             resume=args.resume,
             rerun=args.rerun,
             gpus=args.gpus,
+            cluster=args.cluster,
             budget_s=args.budget,
             part=args.part,
             task_timeout_s=args.task_timeout,

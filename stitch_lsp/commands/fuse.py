@@ -2,6 +2,10 @@
 
 Prints the plan and the verdict. ``--apply`` writes the edit (the kernel module,
 the loader, and the selection replaced by a call) only when the Verifier passed.
+
+With the LLM Coder, ``--candidates N`` asks for N candidates a round and verifies
+them at once: on N of this machine's GPUs, or with ``--cluster`` on a Ray
+cluster's (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-verify", action="store_true", help="plan and generate only")
     p.add_argument("--no-record", action="store_true",
                    help="never run the file's get_inputs() to record missing shapes")
+    p.add_argument("--candidates", type=int, default=None, metavar="N",
+                   help="LLM Coder: candidates asked for and verified at once each round (default: the "
+                        "candidatesPerRound setting, 1); one GPU verifies each")
+    p.add_argument("--cluster", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="verify the candidates on a Ray cluster's GPUs: ray://HOST:PORT, HOST:PORT, auto, or no "
+                        "value for $RAY_ADDRESS; needs pip install 'stitch-lsp[cluster]' (docs/cluster.md)")
     p.set_defaults(func=run)
 
 
@@ -46,7 +56,22 @@ def parse_target(target: str) -> tuple[Path, int, int]:
     return Path(m.group(1)), start, end
 
 
-def _verifier(settings, root: Path):
+def _verifier(settings, root: Path, coder: str = "template", cluster: str | None = None):
+    """This machine's Verifier; or, for several candidates a round or a cluster, a pool of GPU workers."""
+    if cluster is not None or (coder != "template" and settings.candidates_per_round > 1):
+        from stitch_lsp.benchsuite import gpus
+        from stitch_lsp.benchsuite.candidate_pool import CandidatePool
+        from stitch_lsp.benchsuite.executor import ExecutorError, WorkerSpec, make_executor
+
+        if cluster is not None or len(gpus.visible_gpus()) > 1:
+            executor = make_executor(cluster, gpus=settings.candidates_per_round)
+            spec = WorkerSpec(coder=coder, settings=settings.replace(gpu_index=0), run_dir=root / ".stitch" / "pool")
+            try:
+                workers = executor.start(spec, settings.candidates_per_round, sys.stderr)
+            except ExecutorError as exc:
+                executor.close()
+                return None, str(exc)
+            return CandidatePool(workers, executor), ""
     try:
         from stitch_lsp.verify.service import Verifier
     except ImportError as exc:
@@ -56,9 +81,7 @@ def _verifier(settings, root: Path):
 
 
 def run(args: argparse.Namespace) -> int:
-    from stitch_lsp.agents.fuse_edit import apply_text_edits, build_edit, names_for
     from stitch_lsp.agents.fuse_region import prepare
-    from stitch_lsp.agents.fuse_service import fuse_task, outcome_json
     from stitch_lsp.settings import Settings, from_pyproject, merge
 
     try:
@@ -73,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     root = (args.workspace or _workspace_for(path.resolve())).resolve()
     settings, _ = merge(Settings(), from_pyproject(root))
+    if args.candidates is not None:
+        settings = settings.replace(candidates_per_round=max(1, args.candidates))
     rel = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
     prepared = prepare(source, rel, start - 1, end - 1, settings)
     if prepared.task is None and prepared.missing_shapes and not args.no_record:
@@ -93,9 +118,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"stitch fuse: for example, above line {prepared.region.range.start.line + 1}:\n"
                   + comment_template(prepared.region, prepared.shapes), file=sys.stderr)
         return 1
-    verifier, why = (None, "--no-verify") if args.no_verify else _verifier(settings, root)
+    verifier, why = (None, "--no-verify") if args.no_verify else _verifier(settings, root, args.coder, args.cluster)
+    if verifier is None and args.cluster is not None:
+        print(f"stitch fuse: {why}", file=sys.stderr)
+        return 2
     if verifier is None and not args.no_verify:
         print(f"stitch fuse: {why}; planning and generating only", file=sys.stderr)
+    try:
+        return _fuse(args, path, source, root, settings, prepared, verifier)
+    finally:
+        if verifier is not None:  # its workers go (a pool's: shard processes, perhaps a cluster job)
+            verifier.close()
+
+
+def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, settings, prepared, verifier) -> int:
+    from stitch_lsp.agents.fuse_edit import apply_text_edits, build_edit, names_for
+    from stitch_lsp.agents.fuse_service import fuse_task, outcome_json
 
     def report(ev: ProgressEvent) -> None:
         if not args.json:

@@ -34,6 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: a test mode for pure-PyTorch candidates without a GPU (no CUDA kernel runs)")
     p.add_argument("--gpu", type=int, default=0, help="GPU index")
+    p.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
+                   help="at most this much GPU memory for the checks (default: what is free); a task that cannot "
+                        "fit ends TOO_LARGE before anything runs")
     p.add_argument("--workdir", default="", help="where job files go (default: .stitch/verify in the current folder)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=run)
@@ -64,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     options = VerifyOptions(trials=args.trials, timing=not args.no_timing, profile=args.profile,
                             sanitize=args.sanitize, timeout_s=args.timeout, gpu_index=args.gpu,
-                            compile_baseline=not args.no_compile_baseline, device=args.device)
+                            compile_baseline=not args.no_compile_baseline, device=args.device,
+                            memory_limit_gib=args.memory_limit)
     workdir = Path(args.workdir) if args.workdir else Path.cwd() / ".stitch" / "verify"
     settings = Settings(gpu_index=args.gpu)
     verifier = Verifier(settings, workdir)

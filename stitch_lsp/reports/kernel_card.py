@@ -172,6 +172,7 @@ def badge(verdict: Verdict) -> str:
         VerdictStatus.CRASHED: "✗ crashed",
         VerdictStatus.TIMEOUT: "⏱ timed out",
         VerdictStatus.OUT_OF_MEMORY: "✗ out of memory",
+        VerdictStatus.TOO_LARGE: "✗ too large for this GPU",
         VerdictStatus.NO_GPU: "no GPU",
         VerdictStatus.BAD_INPUT: "✗ bad input",
         VerdictStatus.CANCELLED: "cancelled",
@@ -189,6 +190,16 @@ def speed_label(verdict: Verdict) -> str | None:
     if t.speedup_vs_compile is not None:
         parts.append(f"{speedup(t.speedup_vs_compile)} torch.compile")
     return " · ".join(parts)
+
+
+def accuracy_label(verdict: Verdict) -> str | None:
+    """Error against a float64 run of the reference, beside the speed: the ratio to eager's."""
+    a = verdict.accuracy
+    if a.status != "measured" or a.ratio is None:
+        return None
+    mark = "⚠ " if a.less_accurate else ""
+    return (f"{mark}**Accuracy** {a.ratio:.2f}× eager's error against float64 "
+            f"(max abs err {number(a.candidate_max_abs_err)} vs {number(a.eager_max_abs_err)})")
 
 
 def peak_label(p: KernelProfile) -> str | None:
@@ -217,6 +228,10 @@ def verdict_section(verdict: Verdict) -> list[str]:
         for label, stats in (("eager PyTorch", t.eager), ("torch.compile", t.compiled), ("this kernel", t.candidate)):
             if stats is not None:
                 lines.append(f"| {label} | {duration_ms(stats.median_ms)} | {duration_ms(stats.p10_ms)} – {duration_ms(stats.p90_ms)} |")
+    accuracy = accuracy_label(verdict)
+    if accuracy:
+        lines.append("")
+        lines.append(accuracy)
     failed = verdict.correctness.failed_trials
     if failed:
         lines.append("")

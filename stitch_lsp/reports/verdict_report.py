@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from stitch_lsp.reports.fmt import cell, clip, duration_ms, number
-from stitch_lsp.reports.kernel_card import badge, profile_section, speed_label
+from stitch_lsp.reports.kernel_card import accuracy_label, badge, profile_section, speed_label
 from stitch_lsp.verdict import Verdict
 
 
@@ -67,6 +67,15 @@ def verdict_report(kernel: str, verdict: Verdict, *, source: str = "", reference
         out += ["", "**The host clock disagrees with CUDA events**: work may be hidden on another stream."]
     if t.suspicious:
         out += ["", "Over 10× faster: extra scrutiny ran."]
+    accuracy = accuracy_label(verdict)
+    if accuracy:
+        out += ["", accuracy]
+    m = verdict.memory
+    if m.status != "skipped" or m.peak_bytes is not None:
+        peak = f" · peak {m.peak_bytes / (1 << 30):.2f} GiB" if m.peak_bytes is not None else ""
+        out += ["", f"Memory plan: {m.status}{peak}" + (f" · {m.message}" if m.message else "")]
+    if verdict.streams.status != "skipped":
+        out += ["", f"Streams: {verdict.streams.status} · {verdict.streams.message}"]
     out.append("")
 
     p = verdict.profile

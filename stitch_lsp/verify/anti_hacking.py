@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 
-from stitch_lsp.verdict import HackFlag
+from stitch_lsp.verdict import HackFlag, Verdict
 
 # torch / F / Tensor methods that compute (anything a kernel is supposed to replace).
 COMPUTE = frozenset(
@@ -74,11 +74,12 @@ class _Checker:
         self.layer_attrs: dict[str, str] = {}  # self.<attr> = nn.<Layer>(...) in __init__
         self.forward_fns: list[ast.AST] = []
 
-    def add(self, code: str, message: str, node: ast.AST, evidence: str = "") -> None:
+    def add(self, code: str, message: str, node: ast.AST, evidence: str = "", stream_use: bool = False) -> None:
         line = getattr(node, "lineno", 1) - 1
         if any(f.code == code and f.line == line for f in self.flags):
             return
-        self.flags.append(HackFlag(code=code, message=message, evidence=evidence, line=line, dynamic=False))
+        self.flags.append(HackFlag(code=code, message=message, evidence=evidence, line=line, dynamic=False,
+                                   stream_use=stream_use))
 
     # -------------------------------------------------------------- discovery
 
@@ -186,7 +187,7 @@ class _Checker:
                 if last in ("Stream", "ExternalStream") or name.endswith(("stream", "cudaStreamCreate", "set_stream")) \
                         and name.split(".")[0] in self.torch_aliases | {"cupy", "cp"}:
                     self.add("HACK004", f"creates or switches CUDA streams ({name}): work the timer may not see",
-                             node, name)
+                             node, name, stream_use=True)
                 if name in ("threading.Thread", "Thread", "threading.Timer", "multiprocessing.Process", "Process",
                             "ThreadPoolExecutor", "concurrent.futures.ThreadPoolExecutor", "ProcessPoolExecutor",
                             "concurrent.futures.ProcessPoolExecutor", "asyncio.run", "os.fork", "_thread.start_new_thread"):
@@ -253,10 +254,26 @@ def cuda_flags(cuda_sources: dict[str, str]) -> list[HackFlag]:
     flags = []
     for name, text in cuda_sources.items():
         for i, line in enumerate(text.splitlines()):
-            if "cudaStreamCreate" in line or "cudaLaunchHostFunc" in line:
-                flags.append(HackFlag(code="HACK004", message=f"{name} creates streams or host callbacks: work the "
-                                      "timer may not see", evidence=line.strip()[:120], line=i, dynamic=False))
+            if "cudaLaunchHostFunc" in line:
+                flags.append(HackFlag(code="HACK004", message=f"{name} launches host callbacks: work the timer may "
+                                      "not see", evidence=line.strip()[:120], line=i, dynamic=False))
+            elif "cudaStreamCreate" in line:
+                flags.append(HackFlag(code="HACK004", message=f"{name} creates streams: work the timer may not see",
+                                      evidence=line.strip()[:120], line=i, dynamic=False, stream_use=True))
     return flags
+
+
+def settled_by_run(flags: list[HackFlag], verdict: Verdict) -> list[HackFlag]:
+    """``flags`` less the static stream-use suspicions the run settled.
+
+    Using a stream is no cheat in itself; leaving work on it that the caller never waits
+    for is. When the profiler saw every kernel of forward, and each side-stream kernel was
+    joined back to the caller's stream, the static "creates streams" flags are answered.
+    """
+    streams = verdict.streams
+    if streams.status != "checked" or streams.unjoined:
+        return flags
+    return [f for f in flags if not f.stream_use]
 
 
 def _reference_sizes(reference_source: str) -> set[int]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stitch_lsp.verdict import TimingStats, Verdict
+from stitch_lsp.verdict import Accuracy, MemoryPlan, StreamCheck, TimingStats, Verdict
+
+GiB = 1 << 30
 
 
 def _stats(label: str, s: TimingStats | None) -> str:
@@ -60,6 +62,9 @@ def format_verdict(v: Verdict, candidate_label: str = "candidate") -> str:
             out.append("  over 10x: extra scrutiny ran")
         if tm.method:
             out.append(f"  method: {tm.method}")
+    out += accuracy_lines(v.accuracy)
+    out += stream_lines(v.streams)
+    out += memory_lines(v.memory)
     p = v.profile
     out.append(f"\nprofile: {p.status}" + (f" — {p.message}" if p.message else ""))
     for k in p.kernels:
@@ -100,3 +105,51 @@ def format_verdict(v: Verdict, candidate_label: str = "candidate") -> str:
             out.append("  " + e.replace("\n", "\n    "))
     out.append(f"\n{v.seconds:.2f} s")
     return "\n".join(out)
+
+
+def accuracy_line(a: Accuracy) -> str:
+    """One line: eager's and the candidate's error against float64, and their ratio."""
+    if a.status != "measured" or a.ratio is None:
+        return ""
+    warn = " — less accurate than eager" if a.less_accurate else ""
+    return (f"{a.ratio:.2f}x eager's error against float64 (max |err| {a.candidate_max_abs_err:.3g} vs "
+            f"{a.eager_max_abs_err:.3g}){warn}")
+
+
+def accuracy_lines(a: Accuracy) -> list[str]:
+    out = [f"\naccuracy: {a.status}" + (f" — {a.message}" if a.status != "measured" and a.message else "")]
+    if a.status == "measured":
+        out.append(f"  {accuracy_line(a)}")
+        out.append(f"  mean |err|: eager {a.eager_mean_abs_err:.3g}, candidate {a.candidate_mean_abs_err:.3g} "
+                   f"(seed {a.seed}, reference run in {a.reference_dtype})")
+    return out
+
+
+def stream_lines(s: StreamCheck) -> list[str]:
+    out = [f"\nstreams: {s.status}" + (f" — {s.message}" if s.message else "")]
+    if s.status == "checked" and len(s.streams) > 1:
+        for k in s.kernels[:8]:
+            where = "caller's stream" if k.stream == s.current_stream else f"stream {k.stream}"
+            out.append(f"  {k.name[:70]} on {where}, {k.duration_us:.1f} us{'' if k.joined else ' — NOT JOINED'}")
+    return out
+
+
+def memory_lines(m: MemoryPlan) -> list[str]:
+    out = [f"\nmemory: {m.status}" + (f" — {m.message}" if m.message else "")]
+    if m.status in ("planned", "too_large"):
+        out.append(f"  traced sizes{'' if m.traced else ' (estimated)'}: one input set {m.input_bytes / GiB:.2f} GiB, "
+                   f"outputs {m.output_bytes / GiB:.2f} GiB, forward peak {m.forward_peak_bytes / GiB:.2f} GiB, "
+                   f"weights {m.param_bytes / GiB:.2f} GiB")
+        out.append(f"  GPU: {m.free_bytes / GiB:.2f} GiB free of {m.gpu_total_bytes / GiB:.2f} GiB, "
+                   f"{m.budget_bytes / GiB:.2f} GiB to plan with; comparisons in slices of "
+                   f"{m.compare_chunk_elements:,} elements"
+                   + (f"; {m.timing_input_sets} timing input set(s)" if m.timing_input_sets else ""))
+        for ph in m.phases:
+            used = f"; the allocator held up to {ph.peak_bytes / GiB:.2f} GiB" if ph.peak_bytes is not None else ""
+            state = "" if ph.runs else " — skipped"
+            note = f" ({ph.note})" if ph.note else ""
+            out.append(f"  {ph.name:<13} needs {ph.need_bytes / GiB:.2f} GiB of live tensors{used}{state}{note}")
+    if m.peak_bytes is not None:
+        out.append(f"  peak {m.peak_bytes / GiB:.2f} GiB held from the GPU (live tensors at most "
+                   f"{(m.peak_allocated_bytes or 0) / GiB:.2f} GiB)")
+    return out

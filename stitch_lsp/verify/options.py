@@ -27,6 +27,9 @@ class VerifyOptions:
     sanitizer_tools: list[str] = field(factory=lambda: ["memcheck", "racecheck"])
     # Answer a repeated question (same reference, candidate, options, GPU) from the verdict cache.
     use_cache: bool = True
+    # At most this much device memory for the whole verification (None: what the GPU has free).
+    # A task whose checks cannot fit ends TOO_LARGE before anything runs.
+    memory_limit_gib: float | None = None
 
 
 @define

@@ -20,14 +20,14 @@ from stitch_lsp.pipeline import Candidate
 from stitch_lsp.serde import from_dict, from_json, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
-from stitch_lsp.verify.anti_hacking import cuda_flags, shape_literal_flags, static_flags
+from stitch_lsp.verify.anti_hacking import cuda_flags, settled_by_run, shape_literal_flags, static_flags
 from stitch_lsp.verify.options import VerifyJob, VerifyOptions
 from stitch_lsp.verify.spill_report import SpillReport
 from stitch_lsp.verify.worker_pool import WorkerDied, WorkerError, WorkerPool
 
 __all__ = ["Verifier", "VerifyOptions", "materialise"]
 
-VERDICT_CACHE_VERSION = "1"
+VERDICT_CACHE_VERSION = "2"
 # Verdicts that depend only on the inputs (a crash or a timeout may not recur).
 _CACHEABLE = frozenset({VerdictStatus.CORRECT, VerdictStatus.INCORRECT, VerdictStatus.HACKING,
                         VerdictStatus.COMPILE_ERROR, VerdictStatus.UNVERIFIABLE, VerdictStatus.BAD_INPUT})
@@ -192,6 +192,11 @@ class Verifier:
 
     @staticmethod
     def _merge_static(verdict: Verdict, flags: list) -> None:
+        settled = settled_by_run(flags, verdict)
+        if len(settled) < len(flags):
+            verdict.events.append("static stream flag(s) answered by the run: the profiler saw every side-stream "
+                                  "kernel joined back to the caller's stream before forward returned")
+        flags = settled
         known = {(f.code, f.line) for f in verdict.hack_flags}
         for flag in flags:
             if (flag.code, flag.line) not in known:

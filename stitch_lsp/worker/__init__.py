@@ -10,7 +10,10 @@ cannot corrupt the pipe).
 A worker is reused between jobs (torch import and CUDA context are paid once).
 A job that faults, segfaults, aborts, hangs, runs out of memory or is cancelled
 costs that worker: the pool kills its whole process group and the next job gets
-a fresh one.
+a fresh one. So does a job whose handler raised, and one after which device
+memory is still allocated beyond what a handler declares it keeps
+(``ctx.state["kept_cuda_bytes"]``) or the CUDA context is unusable: no job starts
+with another's allocations.
 
 Adding a request kind
 ---------------------
@@ -23,7 +26,7 @@ Adding a request kind
    torch inside the function or at module top: this module only runs in the
    worker), report stages with ``ctx.progress(stage, message, percent)``, and
    return your reply object (any attrs instance or JSON-able value). Raise for
-   bugs; the pool turns an exception into ``WorkerError``. Call
+   bugs; the pool turns an exception into ``WorkerError`` (and replaces the worker). Call
    ``ctx.retire(reason)`` when the process must not be reused (poisoned CUDA
    context, leaked threads).
 3. Register it in ``HANDLERS`` in ``stitch_lsp/worker/handlers.py``:

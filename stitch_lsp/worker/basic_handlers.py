@@ -80,7 +80,9 @@ def handle_test_crash(payload: Any, ctx) -> Any:
         import sys
 
         return {"loaded": sorted(m for m in sys.modules if m.split(".")[0] in ("pygls", "lsprotocol")
-                                 or m.startswith("stitch_lsp.lsp"))}
+                                 or m.startswith("stitch_lsp.lsp")),
+                # References and candidates of finished jobs (none should stay).
+                "job_modules": sorted(m for m in sys.modules if m.startswith("_stitch_"))}
     if mode == "env":
         return {"env": {k: v for k, v in os.environ.items() if "KEY" in k or "TOKEN" in k}}
     return {"mode": mode}

@@ -1,12 +1,22 @@
-"""Comparing a candidate's output with the reference's: dtype-aware, NaN/Inf positions exact."""
+"""Comparing a candidate's output with the reference's: dtype-aware, NaN/Inf positions exact.
+
+Everything here works over slices of at most ``chunk`` elements, so comparing two
+6 GiB float32 outputs needs a few hundred MiB of float64 scratch, never a full-size
+float64 (or extra float32) copy. The same slicing gives fingerprints (a few numbers
+that change when any value changes: used to see whether an output was ready when
+forward returned, and whether inputs were modified) and the error against a float64
+run of the reference.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
+
+from stitch_lsp.verify.memory_plan import CHUNK_ELEMENTS
 
 # (rtol, atol) by dtype. atol is scaled by the reference's RMS (at least 1), so a
 # large-magnitude output is judged relative to its own size; all-zeros never passes
@@ -49,23 +59,52 @@ def flatten(value: Any) -> list[Any]:
     return [value]
 
 
+def tensors(value: Any) -> list[torch.Tensor]:
+    return [v for v in flatten(value) if isinstance(v, torch.Tensor)]
+
+
 def describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"tensor {tuple(value.shape)} {str(value.dtype).replace('torch.', '')} on {value.device}"
     return type(value).__name__
 
 
-def output_scale(ref: torch.Tensor) -> float:
-    if not ref.is_floating_point() and not ref.is_complex():
-        return 1.0
-    finite = ref[torch.isfinite(ref)] if ref.numel() else ref
-    if finite.numel() == 0:
-        return 1.0
-    rms = float(finite.abs().double().pow(2).mean().sqrt())
-    return max(1.0, rms)
+def _is_float(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
 
 
-def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float | None, where: str = "") -> Comparison:
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D view (a copy only for non-contiguous tensors, which outputs rarely are)."""
+    return t.view(-1) if t.is_contiguous() else t.reshape(-1)
+
+
+def _slices(n: int, chunk: int) -> Iterator[tuple[int, int]]:
+    for start in range(0, n, max(1, chunk)):
+        yield start, min(n, start + chunk)
+
+
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.complex128) if x.is_complex() else x.double()
+
+
+def output_scale(ref: torch.Tensor, chunk: int = CHUNK_ELEMENTS) -> float:
+    """max(1, RMS of the reference's finite values), summed in float64 slice by slice."""
+    if not _is_float(ref) or ref.numel() == 0:
+        return 1.0
+    flat = _flat(ref)
+    total = torch.zeros((), dtype=torch.float64, device=ref.device)
+    count = torch.zeros((), dtype=torch.int64, device=ref.device)
+    for a, b in _slices(flat.numel(), chunk):
+        r = _wide(flat[a:b])
+        finite = torch.isfinite(r)
+        total += torch.where(finite, r.abs(), 0.0).pow(2).sum()
+        count += finite.sum()
+    n = int(count)
+    return max(1.0, math.sqrt(float(total) / n)) if n else 1.0
+
+
+def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float | None, where: str = "",
+                   chunk: int = CHUNK_ELEMENTS) -> Comparison:
     label = f"{where}: " if where else ""
     if not isinstance(out, torch.Tensor):
         return Comparison(False, detail=f"{label}expected {describe(ref)}, got {describe(out)}")
@@ -78,41 +117,71 @@ def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float 
         return Comparison(False, detail=f"{label}output on {out.device}, reference on {ref.device}")
     if ref.numel() == 0:
         return Comparison(True, 0.0, 0.0)
-    if not (ref.is_floating_point() or ref.is_complex()):
-        diff = out != ref
-        n = int(diff.sum())
+    r_flat, o_flat = _flat(ref), _flat(out)
+    if not _is_float(ref):
+        n = sum(int((o_flat[a:b] != r_flat[a:b]).sum()) for a, b in _slices(r_flat.numel(), chunk))
         return Comparison(n == 0, 0.0 if n == 0 else None, None, n, f"{label}{n} elements differ" if n else "")
     r_tol, a_tol = tolerance(ref.dtype, rtol, atol)
-    a_tol *= output_scale(ref)
-    r = ref.double() if not ref.is_complex() else ref.to(torch.complex128)
-    o = out.double() if not out.is_complex() else out.to(torch.complex128)
-    r_nan, o_nan = torch.isnan(r), torch.isnan(o)
-    nan_bad = int((r_nan != o_nan).sum())
-    r_inf, o_inf = torch.isinf(r), torch.isinf(o)
-    inf_bad = int(((r_inf | o_inf) & ~(r_nan | o_nan) & (r != o)).sum())
-    finite = torch.isfinite(r) & torch.isfinite(o)
-    diff = (o - r).abs()
-    diff = torch.where(finite, diff, torch.zeros_like(diff))
-    bound = a_tol + r_tol * r.abs()
-    bad = int(((diff > bound) & finite).sum())
-    max_abs = float(diff.max()) if finite.any() else 0.0
-    rel = diff / r.abs().clamp_min(a_tol if a_tol > 0 else 1e-30)
-    max_rel = float(torch.where(finite, rel, torch.zeros_like(rel)).max()) if finite.any() else 0.0
-    total = nan_bad + inf_bad + bad
+    a_tol *= output_scale(ref, chunk)
+    dev = ref.device
+    nan_bad = torch.zeros((), dtype=torch.int64, device=dev)
+    inf_bad = torch.zeros((), dtype=torch.int64, device=dev)
+    bad = torch.zeros((), dtype=torch.int64, device=dev)
+    max_abs = torch.zeros((), dtype=torch.float64, device=dev)
+    max_rel = torch.zeros((), dtype=torch.float64, device=dev)
+    per_slice = []  # values over the tolerance in each slice, to find the first one afterwards
+    for a, b in _slices(r_flat.numel(), chunk):
+        r, o = _wide(r_flat[a:b]), _wide(o_flat[a:b])
+        r_nan, o_nan = torch.isnan(r), torch.isnan(o)
+        nan_bad += (r_nan != o_nan).sum()
+        r_inf, o_inf = torch.isinf(r), torch.isinf(o)
+        inf_bad += ((r_inf | o_inf) & ~(r_nan | o_nan) & (r != o)).sum()
+        finite = torch.isfinite(r) & torch.isfinite(o)
+        diff = torch.where(finite, (o - r).abs(), 0.0)
+        over = (diff > a_tol + r_tol * r.abs()) & finite
+        n_over = over.sum()
+        bad += n_over
+        per_slice.append(n_over)
+        max_abs = torch.maximum(max_abs, diff.max())
+        rel = torch.where(finite, diff / r.abs().clamp_min(a_tol if a_tol > 0 else 1e-30), 0.0)
+        max_rel = torch.maximum(max_rel, rel.max())
+    total = int(nan_bad) + int(inf_bad) + int(bad)
     parts = []
-    if nan_bad:
-        parts.append(f"NaN in {nan_bad} places where the reference differs")
-    if inf_bad:
-        parts.append(f"±Inf wrong in {inf_bad} places")
-    if bad:
-        idx = torch.nonzero((diff > bound) & finite)[0].tolist()
-        parts.append(f"{bad} of {ref.numel()} values off by more than atol={a_tol:.2g}+rtol={r_tol:.2g}·|ref| "
-                     f"(first at {tuple(idx)}: {float(o[tuple(idx)]):.6g} vs {float(r[tuple(idx)]):.6g})")
-    return Comparison(total == 0, max_abs, max_rel if math.isfinite(max_rel) else None, total,
+    if int(nan_bad):
+        parts.append(f"NaN in {int(nan_bad)} places where the reference differs")
+    if int(inf_bad):
+        parts.append(f"±Inf wrong in {int(inf_bad)} places")
+    if int(bad):
+        first = int(torch.nonzero(torch.stack(per_slice))[0])
+        a = first * chunk
+        b = min(r_flat.numel(), a + chunk)
+        r, o = _wide(r_flat[a:b]), _wide(o_flat[a:b])
+        finite = torch.isfinite(r) & torch.isfinite(o)
+        over = ((o - r).abs() > a_tol + r_tol * r.abs()) & finite
+        k = a + int(torch.nonzero(over)[0])
+        idx = tuple(int(i) for i in _unravel(k, tuple(ref.shape)))
+        parts.append(f"{int(bad)} of {ref.numel()} values off by more than atol={a_tol:.2g}+rtol={r_tol:.2g}·|ref| "
+                     f"(first at {idx}: {_scalar(o_flat[k]):.6g} vs {_scalar(r_flat[k]):.6g})")
+    rel_value = float(max_rel)
+    return Comparison(total == 0, float(max_abs), rel_value if math.isfinite(rel_value) else None, total,
                       label + "; ".join(parts))
 
 
-def compare(ref: Any, out: Any, rtol: float | None = None, atol: float | None = None) -> Comparison:
+def _scalar(x: torch.Tensor) -> float:
+    x = _wide(x)
+    return float(x.real if x.is_complex() else x)
+
+
+def _unravel(k: int, shape: tuple[int, ...]) -> list[int]:
+    idx = []
+    for size in reversed(shape):
+        idx.append(k % size if size else 0)
+        k //= size if size else 1
+    return list(reversed(idx))
+
+
+def compare(ref: Any, out: Any, rtol: float | None = None, atol: float | None = None,
+            chunk: int = CHUNK_ELEMENTS) -> Comparison:
     refs, outs = flatten(ref), flatten(out)
     if len(refs) != len(outs):
         return Comparison(False, detail=f"returned {len(outs)} values, reference returns {len(refs)}")
@@ -121,7 +190,7 @@ def compare(ref: Any, out: Any, rtol: float | None = None, atol: float | None = 
     for i, (r, o) in enumerate(zip(refs, outs)):
         where = f"output {i}" if len(refs) > 1 else ""
         if isinstance(r, torch.Tensor):
-            c = compare_tensor(r, o, rtol, atol, where)
+            c = compare_tensor(r, o, rtol, atol, where, chunk)
         else:
             same = type(r) is type(o) and r == o
             c = Comparison(bool(same), detail="" if same else f"{where or 'output'}: expected {r!r}, got {o!r}")
@@ -139,12 +208,123 @@ def compare(ref: Any, out: Any, rtol: float | None = None, atol: float | None = 
     return worst
 
 
-def same_values(a: Any, b: Any) -> bool:
-    """Bitwise-equal up to NaN payloads: used for the input-mutation check."""
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.shape != b.shape or a.dtype != b.dtype:
+# ------------------------------------------------------------------ fingerprints
+
+_WEIGHT_PERIOD = 7919  # a prime: position weights that a permutation of values changes
+
+
+def _weights(n: int, device: torch.device) -> torch.Tensor:
+    return (torch.arange(n, device=device, dtype=torch.int64) % _WEIGHT_PERIOD + 1).double()
+
+
+def fingerprint(value: Any, chunk: int = CHUNK_ELEMENTS) -> tuple:
+    """A few numbers per tensor that change when any of its values (or their order) changes.
+
+    Computed by kernels on the current stream: taken right after ``forward`` returns, it
+    reads the output as the caller's stream sees it then. Equal fingerprints mean equal
+    tensors for every purpose here (sums in float64 plus a position-weighted sum, with
+    NaN and ±Inf counted apart).
+    """
+    parts: list[Any] = []
+    for v in flatten(value):
+        if not isinstance(v, torch.Tensor):
+            parts.append(("value", repr(v)[:200]))
+            continue
+        parts.append((tuple(v.shape), str(v.dtype)))
+        if v.numel() == 0:
+            continue
+        flat = _flat(v)
+        if flat.is_complex():
+            flat = torch.view_as_real(flat).reshape(-1)
+        sums = []
+        weights = _weights(min(chunk, flat.numel()), flat.device)
+        for a, b in _slices(flat.numel(), chunk):
+            x = flat[a:b]
+            w = weights[: b - a]
+            if x.is_floating_point():
+                x = x.double()
+                nan = torch.isnan(x)
+                finite = torch.isfinite(x)
+                z = torch.where(finite, x, 0.0)
+                sums.append(torch.stack([nan.sum().double(), (x == math.inf).sum().double(),
+                                         (x == -math.inf).sum().double(), z.sum(), (z * w).sum()]))
+            else:
+                x = x.to(torch.int64).double()
+                sums.append(torch.stack([x.sum(), (x * w).sum()]))
+        parts.append(tuple(torch.stack(sums).sum(0).tolist()))
+    return tuple(parts)
+
+
+def same_fingerprint(a: tuple, b: tuple) -> bool:
+    """Equal, with NaN equal to NaN (a sum over a NaN-free slice never is NaN, but be safe)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if not same_fingerprint(x, y):
+                return False
+        elif isinstance(x, float) and isinstance(y, float):
+            if not (x == y or (math.isnan(x) and math.isnan(y))):
+                return False
+        elif x != y:
             return False
-        if a.is_floating_point() or a.is_complex():
-            return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-        return bool(torch.equal(a, b))
     return True
+
+
+# ------------------------------------------------------------------ error against float64
+
+
+@dataclass
+class ErrorStats:
+    max_abs: float = 0.0
+    mean_abs: float = 0.0
+    count: int = 0  # finite positions compared
+    rms_ref: float = 0.0  # RMS of the float64 reference's finite values
+
+
+def error_vs(ref64: Any, out: Any, chunk: int = CHUNK_ELEMENTS) -> ErrorStats | None:
+    """Max and mean |out - ref64| over positions finite in both, slice by slice; None if not comparable."""
+    refs, outs = tensors(ref64), tensors(out)
+    if len(refs) != len(outs) or not refs:
+        return None
+    stats = ErrorStats()
+    total = sq = 0.0
+    for r_t, o_t in zip(refs, outs):
+        if not (r_t.is_floating_point() and o_t.is_floating_point()) or r_t.shape != o_t.shape:
+            return None
+        r_flat, o_flat = _flat(r_t), _flat(o_t)
+        err_sum = torch.zeros((), dtype=torch.float64, device=r_t.device)
+        sq_sum = torch.zeros((), dtype=torch.float64, device=r_t.device)
+        worst = torch.zeros((), dtype=torch.float64, device=r_t.device)
+        count = torch.zeros((), dtype=torch.int64, device=r_t.device)
+        for a, b in _slices(r_flat.numel(), chunk):
+            r, o = r_flat[a:b].double(), o_flat[a:b].double()
+            finite = torch.isfinite(r) & torch.isfinite(o)
+            diff = torch.where(finite, (o - r).abs(), 0.0)
+            worst = torch.maximum(worst, diff.max())
+            err_sum += diff.sum()
+            sq_sum += torch.where(finite, r, 0.0).pow(2).sum()
+            count += finite.sum()
+        n = int(count)
+        stats.max_abs = max(stats.max_abs, float(worst))
+        total += float(err_sum)
+        sq += float(sq_sum)
+        stats.count += n
+    stats.mean_abs = total / stats.count if stats.count else 0.0
+    stats.rms_ref = math.sqrt(sq / stats.count) if stats.count else 0.0
+    return stats
+
+
+def peak_abs(value: Any, chunk: int = CHUNK_ELEMENTS) -> float:
+    """The largest |x| over the finite values of the floating-point tensors in ``value``."""
+    peak = 0.0
+    for t in tensors(value):
+        if not t.is_floating_point() or t.numel() == 0:
+            continue
+        flat = _flat(t)
+        best = torch.zeros((), dtype=torch.float64, device=t.device)
+        for a, b in _slices(flat.numel(), chunk):
+            x = flat[a:b]
+            best = torch.maximum(best, torch.where(torch.isfinite(x), x.abs(), 0).max().double())
+        peak = max(peak, float(best))
+    return peak

@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import torch
 
+from stitch_lsp.verify.memory_plan import CHUNK_ELEMENTS
+
 
 def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
@@ -65,38 +67,57 @@ def _tiny(dtype: torch.dtype) -> float:
     return {torch.float16: 1e-6, torch.bfloat16: 1e-39, torch.float32: 1e-39, torch.float64: 1e-310}.get(dtype, 0.0)
 
 
-def adversarial(values: list[Any], case: str, seed: int) -> list[Any]:
-    """A copy of ``values`` with one kind of hard value planted in every floating tensor."""
-    gen = torch.Generator().manual_seed(seed)
+def adversarial(values: list[Any], case: str, seed: int, chunk: int = CHUNK_ELEMENTS) -> list[Any]:
+    """``values`` with one kind of hard value planted in every floating tensor, in place.
+
+    ``values`` is a fresh draw that nobody else holds. Positions come from a generator on
+    the tensor's own device, slice by slice: the same seed plants the same values (the
+    Verifier draws each side's inputs separately), and a 6 GiB input needs no index list
+    on the host and no full-size mask.
+    """
     out = []
-    for v in values:
+    for i, v in enumerate(values):
         if not isinstance(v, torch.Tensor) or not v.is_floating_point() or v.numel() == 0:
             out.append(v)
             continue
-        x = v.detach().clone()
-        flat = x.view(-1) if x.is_contiguous() else x.reshape(-1)
-        n = flat.numel()
-        frac = 0.01 if case in ("nan", "inf") else 0.25
-        k = max(1, int(n * frac))
-        idx = torch.randperm(n, generator=gen)[:k].to(x.device)
-        if case == "nan":
-            flat[idx] = float("nan")
-        elif case == "inf":
-            half = k // 2
-            flat[idx[:half]] = float("inf")
-            flat[idx[half:]] = float("-inf")
-        elif case == "denormal":
-            flat[idx] = flat[idx] * _tiny(x.dtype)
-        elif case == "signed-zero":
-            signs = torch.randint(0, 2, (k,), generator=gen).to(x.device)
-            flat[idx] = torch.where(signs.bool(), torch.tensor(-0.0, dtype=x.dtype, device=x.device),
-                                    torch.tensor(0.0, dtype=x.dtype, device=x.device))
-        elif case == "large":
-            flat.mul_(_large_scale(x.dtype))
+        x = v.detach()
         if not x.is_contiguous():
-            x = flat.view(x.shape)
+            x = x.contiguous()
+        flat = x.view(-1)
+        gen = torch.Generator(device=x.device).manual_seed(seed * 31 + i)
+        frac = _special_fraction(x.shape) if case in ("nan", "inf") else 0.25
+        for a in range(0, flat.numel(), chunk):
+            _plant(flat[a:a + chunk], case, frac, gen)
+        if case != "large":  # at least one planted value, however small the tensor
+            _plant(flat[seed % flat.numel():][:1], case, 1.0, gen)
         out.append(x)
     return out
+
+
+def _special_fraction(shape: tuple[int, ...]) -> float:
+    """How many NaN / Inf to plant: 1 %, but about one for every two rows along the longest
+    dimension, so that a softmax over 393216 columns still has rows without any (a row with
+    one is all NaN, and a reference whose output is NaN everywhere proves nothing)."""
+    longest = max(shape)
+    return min(0.01, 0.5 / longest if len(shape) > 1 else 64 / longest)
+
+
+def _plant(part: torch.Tensor, case: str, frac: float, gen: torch.Generator) -> None:
+    if case == "large":
+        part.mul_(_large_scale(part.dtype))
+        return
+    draw = torch.rand(part.numel(), generator=gen, device=part.device)
+    hit = draw < frac
+    if case == "nan":
+        part.masked_fill_(hit, float("nan"))
+    elif case == "inf":
+        part.masked_fill_(hit & (draw < frac / 2), float("inf"))
+        part.masked_fill_(hit & (draw >= frac / 2), float("-inf"))
+    elif case == "denormal":
+        part.copy_(torch.where(hit, part * _tiny(part.dtype), part))
+    elif case == "signed-zero":
+        part.masked_fill_(hit & (draw < frac / 2), -0.0)
+        part.masked_fill_(hit & (draw >= frac / 2), 0.0)
 
 
 # ------------------------------------------------------------------ second shape

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -12,6 +13,11 @@ from typing import Any, BinaryIO, Callable
 from stitch_lsp.serde import to_dict
 from stitch_lsp.verify.protocol import Frame, Progress, ProtocolError, Reply, read_frame, write_frame
 from stitch_lsp.worker.handlers import HANDLERS
+
+# Device memory a finished job may leave allocated without costing the worker: cuBLAS
+# workspaces and the like. Caches a handler keeps on purpose are declared in
+# ``ctx.state["kept_cuda_bytes"]`` and allowed on top.
+LEFTOVER_SLACK_BYTES = 256 << 20
 
 
 class WorkerContext:
@@ -90,11 +96,40 @@ def serve(proto_in: BinaryIO, proto_out: BinaryIO, workdir: Path) -> int:
             except Exception as exc:
                 reply = Reply(ok=False, error="handler_error", message=f"{type(exc).__name__}: {exc}",
                               traceback=traceback.format_exc())
+                # Whatever the handler left half done (tensors held by its frames, a patched
+                # module, a poisoned context) must not reach the next job.
+                ctx.retire(f"the handler raised {type(exc).__name__}")
+            leftover = _leftover(ctx)
+            if leftover:
+                ctx.retire(leftover)
         reply.retire = bool(ctx.retire_reason)
         reply.retire_reason = ctx.retire_reason
         write_frame(proto_out, Frame(reply=reply))
         if reply.retire:
             return 0
+
+
+def _leftover(ctx: WorkerContext) -> str:
+    """Why this worker must not take another job (device memory the job left behind), or ""."""
+    torch = sys.modules.get("torch")
+    if torch is None or ctx.retire_reason:
+        return ""
+    try:
+        if not torch.cuda.is_initialized():
+            return ""
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        held = torch.cuda.memory_allocated()
+        kept = int(ctx.state.get("kept_cuda_bytes", 0))
+        if held > kept + LEFTOVER_SLACK_BYTES:
+            gc.collect()  # a job's modules hold their globals in reference cycles
+            torch.cuda.empty_cache()
+            held = torch.cuda.memory_allocated()
+    except Exception as exc:  # noqa: BLE001 - a context a fault left unusable
+        return f"the CUDA context is unusable after the job ({type(exc).__name__})"
+    if held > kept + LEFTOVER_SLACK_BYTES:
+        return f"{held / (1 << 30):.2f} GiB of device memory still allocated after the job"
+    return ""
 
 
 def main() -> int:

@@ -9,43 +9,68 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
+import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from stitch_lsp.serde import from_dict
 from stitch_lsp.verdict import (
+    Accuracy,
     CompileResult,
     Correctness,
     DeviceInfo,
     HackFlag,
     KernelResources,
+    MemoryPlan,
+    StreamCheck,
     Timing,
     TimingStats,
     Trial,
     Verdict,
     VerdictStatus,
 )
+from stitch_lsp.verify import memory_plan as mp
 from stitch_lsp.verify.options import VerifyJob, VerifyOptions
+from stitch_lsp.worker import accuracy as acc
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.basic_handlers import describe_device
-from stitch_lsp.worker.compare import compare, output_scale, same_values, tolerance
+from stitch_lsp.worker.compare import compare, fingerprint, peak_abs, same_fingerprint, tensors, tolerance
 from stitch_lsp.worker.guards import ForbiddenTorchOp, guarded_call
-from stitch_lsp.worker.modules import ModuleLoadError, compile_failure, import_file, is_compile_error
-from stitch_lsp.worker.poison import fresh_poisoned_pool, poison_cached_blocks
+from stitch_lsp.worker.memory_phases import PhaseMemory, make_plan
+from stitch_lsp.worker.modules import compile_failure, import_file, is_compile_error
+from stitch_lsp.worker.poison import poison_cached_blocks
+from stitch_lsp.worker.stream_check import profile_call
 from stitch_lsp.worker.timing import hidden_work, run_interleaved, stats
 
 INIT_SEED = 1234
 MIN_TRIALS = 5
 SUSPICIOUS_SPEEDUP = 10.0
+KEEP_COMPILED_BYTES = 1 << 30
 _RAISED = "ModelNew.forward raised"
 
 _CUDA_FAULTS = ("illegal memory access", "misaligned address", "unspecified launch failure", "illegal instruction",
                 "an illegal", "device-side assert", "CUDA error", "cudaErrorLaunchFailure", "hardware stack error",
                 "operation not permitted when stream is capturing", "AcceleratorError")
+
+
+@dataclass
+class CandidateCall:
+    """One call of ``ModelNew.forward`` in a trial, and what was seen around it."""
+
+    out: Any = None
+    error: BaseException | None = None
+    ready: bool = True  # the output was complete on the caller's stream when forward returned
+    final: tuple = ()  # the output's fingerprint after the device was synchronised
+    mutated: list[int] = field(default_factory=list)  # inputs whose values changed
+
+
+def _random_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
 
 
 class Stop(Exception):
@@ -95,6 +120,14 @@ class VerifyRun:
         self.build_seconds = 0.0
         self.records_before = 0
         self.records_at_build: int | None = None
+        self.plan = MemoryPlan()
+        self.memory = PhaseMemory(self.plan, [], cuda=False)
+        self.chunk = mp.CHUNK_ELEMENTS
+        self.accuracy = Accuracy(message="not run")
+        self.streams = StreamCheck(message="not run")
+        self.ref_seen: list[tuple[float, tuple]] = []  # (peak |value|, fingerprint) of each seed's reference output
+        self.first_seed: int | None = None
+        self.doing = "starting"
         self.started = time.perf_counter()
         cand = Path(job.candidate_path)
         self.files: dict[str, str] = {}
@@ -113,7 +146,7 @@ class VerifyRun:
             status="skipped", trials=self.trials, not_checked=self.not_checked)
         return Verdict(status=status, summary=summary, device=self.info, correctness=corr,
                        hack_flags=self.flags, events=self.events, seconds=time.perf_counter() - self.started,
-                       **parts)
+                       memory=self.plan, accuracy=self.accuracy, streams=self.streams, **parts)
 
     def fail_from(self, exc: BaseException, doing: str) -> Verdict:
         """A verdict for an exception raised by user code while ``doing``."""
@@ -126,7 +159,12 @@ class VerifyRun:
                                 f"compile error: {Path(first.path).name}:{first.range.start.line + 1}: {first.message}")
         if _is_oom(exc):
             self.ctx.retire("out of memory")
-            return self.verdict(VerdictStatus.OUT_OF_MEMORY, f"out of memory while {doing}: {_short(exc, 300)}")
+            planned = ""
+            if self.plan.status == "planned":
+                planned = (f" (the memory plan allowed {mp.gib(self.plan.budget_bytes)} GiB of "
+                           f"{mp.gib(self.plan.free_bytes)} GiB free)")
+            return self.verdict(VerdictStatus.OUT_OF_MEMORY,
+                                f"out of memory while {doing}{planned}: {_short(exc, 300)}")
         if _is_cuda_fault(exc):
             self.ctx.retire("CUDA context poisoned by a fault")
             return self.verdict(VerdictStatus.CRASHED, f"the kernel faulted while {doing}: {_short(exc, 300)}")
@@ -198,6 +236,21 @@ class VerifyRun:
                 raise Stop(self.verdict(
                     VerdictStatus.BAD_INPUT,
                     f"wrong signature: ModelNew.{method} takes {have} argument(s), Model.{method} takes {want}"))
+
+    def plan_memory(self, ref: Any) -> None:
+        """The memory plan, from a meta-device run of the reference, before anything runs on the GPU."""
+        self.ctx.progress("planning", "memory plan", 8)
+        source = Path(self.job.reference_path).read_text(errors="replace")
+        plan, sizes = make_plan(ref, source, self.opts, cuda=not self.cpu, timing=self.opts.timing)
+        self.plan = plan
+        # Poisoned blocks for a set of inputs and a set of outputs: whichever comes first takes
+        # one, and the candidate's outputs still land in poisoned memory.
+        blocks = (sizes.input_tensor_bytes + sizes.output_tensor_bytes) if sizes else []
+        self.memory = PhaseMemory(plan, blocks, cuda=not self.cpu)
+        if plan.compare_chunk_elements:
+            self.chunk = plan.compare_chunk_elements
+        if plan.status == "too_large":
+            raise Stop(self.verdict(VerdictStatus.TOO_LARGE, "too large: " + plan.message))
 
     def build(self, ref: Any, cand: Any) -> tuple[Any, Any]:
         try:
@@ -281,67 +334,77 @@ class VerifyRun:
 
     # ----------------------------------------------------------------- correctness
 
-    def call_pair(self, ref_model: Any, cand_model: Any, values: list[Any], candidate_first: bool
-                  ) -> tuple[Any, Any, Any, list[Any], BaseException | None]:
-        """Returns (reference output, candidate output snapshot, candidate output, candidate's args, error)."""
-        ref_args, cand_args = inp.clone(values), inp.clone(values)
-        ref_out = cand_out = snap = None
-        error: BaseException | None = None
-
-        def run_ref() -> Any:
-            try:
-                return ref_model(*ref_args)
-            except BaseException as exc:  # noqa: BLE001
-                raise Stop(self.verdict(VerdictStatus.BAD_INPUT,
-                                        f"the reference raised on its own inputs: {_short(exc)}"))
-
-        def run_cand() -> tuple[Any, Any, BaseException | None]:
-            if not self.cpu:
-                poison_cached_blocks()
-            try:
-                out = cand_model(*cand_args)
-                # Copied on the current stream before any device-wide sync: work left
-                # running on another stream shows up as a wrong (poisoned) snapshot.
-                snapshot = inp.clone(out)
-                if not self.cpu:
-                    torch.cuda.current_stream().synchronize()
-                return out, snapshot, None
-            except ForbiddenTorchOp:
-                raise
-            except BaseException as exc:  # noqa: BLE001
-                if _is_oom(exc) or _is_cuda_fault(exc) or is_compile_error(exc):
-                    raise Stop(self.fail_from(exc, "running ModelNew.forward"))
-                return None, None, exc
-
-        if candidate_first:
-            cand_out, snap, error = run_cand()
-            ref_out = run_ref()
-        else:
-            ref_out = run_ref()
-            cand_out, snap, error = run_cand()
+    def run_reference(self, ref_model: Any, make: Callable[[], list[Any]]) -> Any:
+        values = make()
+        try:
+            out = ref_model(*values)
+        except Stop:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if _is_oom(exc) or _is_cuda_fault(exc):
+                raise Stop(self.fail_from(exc, "running the reference"))
+            raise Stop(self.verdict(VerdictStatus.BAD_INPUT, f"the reference raised on its own inputs: {_short(exc)}"))
+        del values
         self.sync()
-        return ref_out, snap, cand_out, cand_args, error
+        return out
 
-    def trial(self, name: str, kind: str, ref_model: Any, cand_model: Any, values: list[Any],
+    def run_candidate(self, cand_model: Any, make: Callable[[], list[Any]]) -> CandidateCall:
+        """One forward on its own fresh inputs (never a clone held beside them).
+
+        Fingerprints stand in for copies: of each input before and after (mutation), and of
+        the output right after forward returns, on the caller's stream before any device-wide
+        synchronise (work still running elsewhere shows as a different fingerprint later).
+        """
+        args = make()
+        before = [fingerprint(a, self.chunk) for a in args]
+        if not self.cpu:
+            poison_cached_blocks()
+        try:
+            out = cand_model(*args)
+            ready = fingerprint(out, self.chunk)
+            if not self.cpu:
+                torch.cuda.current_stream().synchronize()
+        except ForbiddenTorchOp:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if _is_oom(exc) or _is_cuda_fault(exc) or is_compile_error(exc):
+                raise Stop(self.fail_from(exc, "running ModelNew.forward"))
+            return CandidateCall(error=exc)
+        self.sync()
+        final = fingerprint(out, self.chunk)
+        mutated = [i for i, (a, fp) in enumerate(zip(args, before))
+                   if not same_fingerprint(fingerprint(a, self.chunk), fp)]
+        return CandidateCall(out=out, ready=same_fingerprint(ready, final), final=final, mutated=mutated)
+
+    def trial(self, name: str, kind: str, ref_model: Any, cand_model: Any, make: Callable[[], list[Any]],
               candidate_first: bool, detail: str = "") -> tuple[Trial, Any]:
-        ref_out, snap, cand_out, cand_args, error = self.call_pair(ref_model, cand_model, values, candidate_first)
+        """``make()`` draws the trial's inputs; each side gets its own draw of the same values."""
+        if candidate_first:
+            call = self.run_candidate(cand_model, make)
+            ref_out = self.run_reference(ref_model, make)
+        else:
+            ref_out = self.run_reference(ref_model, make)
+            call = self.run_candidate(cand_model, make)
         order = "candidate before reference" if candidate_first else "reference before candidate"
         prefix = f"{detail}; " if detail else ""
-        if error is not None:
+        if call.error is not None:
             return Trial(name=name, kind=kind, passed=False,
-                         detail=f"{prefix}{_RAISED} {_short(error)}"), ref_out
-        result = compare(ref_out, snap, self.opts.rtol, self.opts.atol)
-        if not result.passed and compare(ref_out, cand_out, self.opts.rtol, self.opts.atol).passed:
-            self.flag("HACK004", "the output was not ready on the current stream when forward returned: work runs on "
-                                 "another stream (the timer would not see it)", evidence=name, dynamic=True)
-        mutated = [i for i, (a, b) in enumerate(zip(cand_args, values)) if not same_values(a, b)]
+                         detail=f"{prefix}{_RAISED} {_short(call.error)}"), ref_out
+        result = compare(ref_out, call.out, self.opts.rtol, self.opts.atol, self.chunk)
+        late = not same_fingerprint(fingerprint(call.out, self.chunk), call.final)
         trial = Trial(name=name, kind=kind, passed=result.passed, max_abs_err=result.max_abs,
                       max_rel_err=result.max_rel, mismatches=result.mismatches,
                       detail=prefix + (result.detail or order))
-        if mutated:
-            self.flag("HACK006", f"ModelNew.forward modified its input(s) {mutated}", evidence=name, dynamic=True)
+        if not call.ready or late:
+            self.flag("HACK004", "the output was not ready on the current stream when forward returned: work runs on "
+                                 "another stream or thread (the timer would not see it)", evidence=name, dynamic=True)
             trial.passed = False
-            trial.detail += f"; inputs {mutated} were modified"
+            trial.detail += "; the output was still changing after forward returned"
+        if call.mutated:
+            self.flag("HACK006", f"ModelNew.forward modified its input(s) {call.mutated}", evidence=name,
+                      dynamic=True)
+            trial.passed = False
+            trial.detail += f"; inputs {call.mutated} were modified"
         return trial, ref_out
 
     def flag(self, code: str, message: str, *, evidence: str = "", dynamic: bool = True) -> None:
@@ -350,58 +413,79 @@ class VerifyRun:
 
     def correctness(self, ref: Any, cand: Any, ref_model: Any, cand_model: Any) -> Correctness:
         n = max(MIN_TRIALS, self.opts.trials)
-        seeds = [int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF for _ in range(n)]
-        ref_outputs = []
-        dtype = ""
+        seeds = [_random_seed() for _ in range(n)]
+        self.first_seed = seeds[0]
+        first: torch.Tensor | None = None
+        self.doing = "running the trials"
         for i, seed in enumerate(seeds):
             self.ctx.progress("checking", f"trial {i + 1} of {n}", 20 + int(30 * i / n))
-            values = self.draw(ref, seed)
-            trial, ref_out = self.trial(f"seed-{seed}", "random", ref_model, cand_model, values, i % 2 == 0)
+            trial, ref_out = self.trial(f"seed-{seed}", "random", ref_model, cand_model, self.drawer(ref, seed),
+                                        i % 2 == 0)
             self.trials.append(trial)
-            ref_outputs.append(ref_out)
-        first = next((t for t in _tensors(ref_outputs[0])), None) if ref_outputs else None
-        if first is not None:
-            dtype = str(first.dtype).replace("torch.", "")
+            first = first if first is not None else next(iter(tensors(ref_out)), None)
+            # What the unverifiable check needs, not the output itself (a 6 GiB output per seed).
+            self.ref_seen.append((peak_abs(ref_out, self.chunk), fingerprint(ref_out, self.chunk)))
+            del ref_out
+        dtype = str(first.dtype).replace("torch.", "") if first is not None else ""
         rtol, atol = tolerance(first.dtype, self.opts.rtol, self.opts.atol) if first is not None else (0.0, 0.0)
-        why = self.unverifiable_reason(ref_outputs, atol)
+        floating = first is not None and first.is_floating_point()
+        del first
+        why = self.unverifiable_reason(atol) if floating else ""
         if why:
             return Correctness(status="unverifiable", trials=self.trials, atol=atol, rtol=rtol, dtype=dtype,
                                message=why, not_checked=self.not_checked)
         if self.opts.adversarial:
+            self.doing = "running the adversarial trials"
             self.adversarial(ref, ref_model, cand_model)
         else:
             self.not_checked.append("adversarial values (turned off)")
-        if self.opts.second_shape:
-            self.ctx.progress("checking", "second shape", 60)
-            self.second_shape(ref, cand)
-        else:
+        return self.settle(Correctness(trials=self.trials, atol=atol, rtol=rtol, dtype=dtype,
+                                       not_checked=self.not_checked))
+
+    @staticmethod
+    def settle(correctness: Correctness) -> Correctness:
+        """Status and message from the trials run so far."""
+        trials = correctness.trials
+        failed = [t for t in trials if not t.passed]
+        correctness.status = "failed" if failed else "passed"
+        correctness.message = (f"{len(failed)} of {len(trials)} checks failed; first: {failed[0].name}: "
+                               f"{failed[0].detail}" if failed else f"{len(trials)} checks passed")
+        return correctness
+
+    def check_second_shape(self, ref: Any, cand: Any) -> None:
+        if not self.opts.second_shape:
             self.not_checked.append("second shape (turned off)")
-        failed = [t for t in self.trials if not t.passed]
-        status = "failed" if failed else "passed"
-        message = (f"{len(failed)} of {len(self.trials)} checks failed; first: {failed[0].name}: {failed[0].detail}"
-                   if failed else f"{len(self.trials)} checks passed")
-        return Correctness(status=status, trials=self.trials, atol=atol, rtol=rtol, dtype=dtype, message=message,
-                           not_checked=self.not_checked)
+        elif not mp.runs(self.plan, "second_shape"):
+            self.not_checked.append(f"second shape: no room on the GPU ({mp.phase(self.plan, 'second_shape').note})")
+        else:
+            self.ctx.progress("checking", "second shape", 60)
+            self.doing = "checking the second shape"
+            with self.memory.phase("second_shape"):
+                self.second_shape(ref, cand)
 
     def draw(self, ref: Any, seed: int) -> list[Any]:
         try:
             return inp.draw(ref, seed, self.device)
         except BaseException as exc:  # noqa: BLE001
+            if _is_oom(exc):
+                raise Stop(self.fail_from(exc, "drawing the inputs"))
             raise Stop(self.verdict(VerdictStatus.BAD_INPUT, f"the reference's get_inputs() raised: {_short(exc)}"))
 
-    @staticmethod
-    def unverifiable_reason(outputs: list[Any], atol: float) -> str:
-        tensors = [[t for t in _tensors(o) if t.is_floating_point()] for o in outputs]
-        if not tensors or not tensors[0]:
+    def drawer(self, ref: Any, seed: int, case: str = "") -> Callable[[], list[Any]]:
+        """Draws the same inputs each time it is called (seeded), adversarial values planted."""
+        if case:
+            return lambda: inp.adversarial(self.draw(ref, seed), case, seed, self.chunk)
+        return lambda: self.draw(ref, seed)
+
+    def unverifiable_reason(self, atol: float) -> str:
+        if not self.ref_seen:
             return ""
-        peak = max(float(t.abs().nan_to_num(0.0).max()) if t.numel() else 0.0 for ts in tensors for t in ts)
+        peak = max(p for p, _ in self.ref_seen)
         if peak <= atol:
             return (f"the reference's output is near zero for every seed (max |out| = {peak:.3g} <= atol {atol:.3g}): "
                     "any kernel returning zeros would pass, so nothing is proven")
-        if len(tensors) > 1 and all(
-            a.shape == b.shape and bool(torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
-            for ts in tensors[1:] for a, b in zip(tensors[0], ts)
-        ):
+        prints = [fp for _, fp in self.ref_seen]
+        if len(prints) > 1 and all(same_fingerprint(prints[0], fp) for fp in prints[1:]):
             return ("the reference's output is the same for every seed: it does not depend on the inputs, so a "
                     "kernel could hard-code it")
         return ""
@@ -409,22 +493,28 @@ class VerifyRun:
     def adversarial(self, ref: Any, ref_model: Any, cand_model: Any) -> None:
         for j, case in enumerate(inp.ADVERSARIAL_CASES):
             self.ctx.progress("checking", f"adversarial: {case}", 45 + 3 * j)
-            seed = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
-            base = self.draw(ref, seed)
-            if not any(isinstance(v, torch.Tensor) and v.is_floating_point() for v in base):
+            seed = _random_seed()
+            make = self.drawer(ref, seed, case)
+            values = make()
+            if not any(isinstance(v, torch.Tensor) and v.is_floating_point() for v in values):
                 self.not_checked.append(f"adversarial-{case}: no floating-point input")
                 continue
-            values = inp.adversarial(base, case, seed)
             try:
-                probe = ref_model(*inp.clone(values))
+                probe = ref_model(*values)
             except BaseException as exc:  # noqa: BLE001
+                if _is_oom(exc) or _is_cuda_fault(exc):
+                    raise Stop(self.fail_from(exc, "running the reference on adversarial inputs"))
                 self.not_checked.append(f"adversarial-{case}: the reference raises on such inputs ({_short(exc, 120)})")
                 continue
-            outs = [t for t in _tensors(probe) if t.is_floating_point()]
-            if outs and all(not bool(torch.isfinite(t).any()) for t in outs if t.numel()):
+            finally:
+                del values
+            outs = [t for t in tensors(probe) if t.is_floating_point()]
+            nothing_finite = bool(outs) and all(not bool(torch.isfinite(t).any()) for t in outs if t.numel())
+            del probe, outs
+            if nothing_finite:
                 self.not_checked.append(f"adversarial-{case}: the reference's output is entirely NaN/Inf")
                 continue
-            trial, _ = self.trial(f"adversarial-{case}", "adversarial", ref_model, cand_model, values, j % 2 == 1,
+            trial, _ = self.trial(f"adversarial-{case}", "adversarial", ref_model, cand_model, make, j % 2 == 1,
                                   detail=f"seed {seed}")
             self.trials.append(trial)
 
@@ -443,12 +533,15 @@ class VerifyRun:
                     inp.seed_everything(INIT_SEED)
                     init = list(ref.get_init_inputs())
                     ref_model = self.to_device(ref.Model(*init))
-                    seed = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
-                    values = inp.draw(ref, seed, self.device)
-                    ref_model(*inp.clone(values))
+                    seed = _random_seed()
+                    make = lambda: inp.draw(ref, seed, self.device)  # noqa: E731 - raises here, not Stop
+                    ref_model(*make())
+                    self.sync()
                 except Stop:
                     raise
                 except BaseException as exc:  # noqa: BLE001
+                    if _is_oom(exc) or _is_cuda_fault(exc):
+                        raise Stop(self.fail_from(exc, "running the reference at the second shape"))
                     errors.append(f"{', '.join(option)}: {_short(exc, 100)}")
                     continue
                 change = inp.ShapeChange({k: (sizes[k], v) for k, v in option.items()})
@@ -463,7 +556,7 @@ class VerifyRun:
                     self.refused_shape(change, f"ModelNew(...) raised {_short(exc)}")
                     return
                 self.copy_weights(ref_model, cand_model)
-                trial, _ = self.trial("odd-shape", "shape", ref_model, cand_model, values, True,
+                trial, _ = self.trial("odd-shape", "shape", ref_model, cand_model, make, True,
                                       detail=change.describe())
                 if not trial.passed and _RAISED in trial.detail:
                     self.refused_shape(change, trial.detail.split("; ", 1)[-1])
@@ -489,9 +582,10 @@ class VerifyRun:
 
     def dynamic_checks(self, ref: Any, cand_model: Any) -> None:
         self.ctx.progress("checking", "anti-hacking", 70)
-        values = self.draw(ref, int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
-        args = inp.clone(values)
+        self.doing = "running the anti-hacking checks"
+        args = self.draw(ref, _random_seed())
         result, error, report = guarded_call(lambda: cand_model(*args), self.opts.allowed_torch_ops, cuda=not self.cpu)
+        del args, result
         self.sync()
         if report.torch_ops:
             self.flag("HACK001", "ModelNew.forward computes with PyTorch: " + ", ".join(report.torch_ops[:8])
@@ -504,18 +598,66 @@ class VerifyRun:
             self.flag("HACK005", f"ModelNew.forward starts threads ({', '.join(names[:4])}); work can finish after "
                                  "forward returns", evidence="guarded forward")
             self.ctx.retire("the candidate left threads running")
-        if report.side_stream_launches or report.streams_created or report.stream_switched:
-            what = []
-            if report.side_stream_launches:
-                what.append(f"launches {', '.join(sorted(set(report.side_stream_launches)))} on a non-current stream")
-            if report.streams_created:
-                what.append(f"creates {report.streams_created} stream(s)")
-            if report.stream_switched:
-                what.append("leaves a different stream current")
-            self.flag("HACK004", "ModelNew.forward " + " and ".join(what) + ": the timer on the current stream would "
-                                 "not see that work", evidence="guarded forward")
         if error is not None and not isinstance(error, ForbiddenTorchOp) and not report.torch_ops:
             self.events.append(f"the guarded forward raised {_short(error, 200)}")
+        self.check_streams(ref, cand_model, report)
+
+    def check_streams(self, ref: Any, cand_model: Any, report: Any) -> None:
+        """Every kernel's stream, from the profiler; unjoined side-stream work is flagged whatever its length."""
+        used = []
+        if report.side_stream_launches:
+            used.append(f"launches {', '.join(sorted(set(report.side_stream_launches)))} on a non-current stream")
+        if report.streams_created:
+            used.append(f"creates {report.streams_created} stream(s)")
+        if report.stream_switched:
+            self.flag("HACK004", "ModelNew.forward leaves a different stream current: the caller's timer and its "
+                                 "later work run on a stream the candidate chose", evidence="guarded forward")
+        if self.cpu:
+            self.streams = StreamCheck(status="skipped", message="CPU test mode: no CUDA streams")
+            return
+        args = self.draw(ref, _random_seed())
+        _, _, self.streams = profile_call(lambda: cand_model(*args))
+        del args
+        self.sync()
+        check = self.streams
+        if check.status == "checked":
+            if check.unjoined:
+                self.flag("HACK004", "ModelNew.forward " + check.message[0].lower() + check.message[1:]
+                          + ": the timer on the caller's stream would not see that work", evidence="profiler")
+            elif used:
+                self.events.append("ModelNew.forward " + " and ".join(used) + "; the profiler saw every side-stream "
+                                   "kernel joined back to the caller's stream before forward returned")
+        elif used:
+            self.flag("HACK004", "ModelNew.forward " + " and ".join(used) + ": the timer on the current stream would "
+                                 f"not see that work (the profiler's stream check could not run: {check.message})",
+                      evidence="guarded forward")
+
+    # ----------------------------------------------------------------- accuracy
+
+    def measure_accuracy(self, ref: Any, ref_model: Any, cand_model: Any, correct: bool) -> None:
+        if not correct:
+            self.accuracy = Accuracy(message="not measured: the candidate is not correct")
+            return
+        if self.first_seed is None:
+            return
+        if not mp.runs(self.plan, "accuracy"):
+            self.accuracy = Accuracy(message=f"not measured: {mp.phase(self.plan, 'accuracy').note}")
+            return
+        self.ctx.progress("checking", "accuracy against float64", 74)
+        self.doing = "measuring accuracy against float64"
+        try:
+            with self.memory.phase("accuracy"):
+                self.accuracy = acc.measure(ref_model, cand_model, self.drawer(ref, self.first_seed),
+                                            self.first_seed, chunk=self.chunk, sync=self.sync)
+        except Stop:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if _is_cuda_fault(exc):
+                raise
+            # Out of memory here (the plan erred) or the float64 run failing: the figure is missing, nothing more.
+            self.accuracy = Accuracy(status="error", seed=self.first_seed,
+                                     message=f"not measured: {_short(exc, 240)}")
+            self.memory.release()
 
     # ----------------------------------------------------------------- timing
 
@@ -524,12 +666,18 @@ class VerifyRun:
             return Timing(status="skipped", message="timing turned off")
         if not correct:
             return Timing(status="skipped", message="not timed: the candidate is not correct")
+        planned = mp.phase(self.plan, "timing")
+        if planned is not None and not planned.runs:
+            return Timing(status="skipped", message=f"not timed: {planned.note}")
         self.ctx.progress("timing", "warming up", 75)
-        sets = [self.draw(ref, int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
-                for _ in range(2 if self.cpu else 3)]
+        self.doing = "timing"
+        n_sets = self.plan.timing_input_sets or (2 if self.cpu else mp.MAX_TIMING_SETS)
+        sets = [self.draw(ref, _random_seed()) for _ in range(n_sets)]
         contenders: dict[str, Any] = {"eager": lambda a: ref_model(*a)}
         message = []
-        if self.opts.compile_baseline and not self.cpu:
+        if planned is not None and planned.note:
+            message.append(f"memory plan: {planned.note}")
+        if self.opts.compile_baseline and not self.cpu and self.plan.compile_baseline:
             compiled = self.compiled_reference(ref_model)
             if isinstance(compiled, str):
                 message.append(compiled)
@@ -537,7 +685,7 @@ class VerifyRun:
                 contenders["compiled"] = lambda a: compiled(*a)
         elif not self.opts.compile_baseline:
             message.append("torch.compile baseline turned off")
-        else:
+        elif self.cpu:
             message.append("torch.compile baseline skipped in CPU test mode")
         contenders["candidate"] = lambda a: cand_model(*a)
         try:
@@ -545,9 +693,12 @@ class VerifyRun:
         except Stop:
             raise
         except BaseException as exc:  # noqa: BLE001
-            if "compiled" in contenders and "candidate" not in str(exc):
+            if "compiled" in contenders and "candidate" not in str(exc) and not _is_cuda_fault(exc):
                 contenders.pop("compiled")
                 message.append(f"torch.compile failed while timing: {_short(exc, 200)}")
+                self.ctx.state.pop("compiled", None)
+                del sets[1:]
+                self.memory.release()
                 samples = run_interleaved(contenders, sets, cuda=not self.cpu, budget_s=self.opts.timing_budget_s)
             else:
                 raise Stop(self.fail_from(exc, "timing the candidate"))
@@ -562,15 +713,17 @@ class VerifyRun:
                 timing.speedup_vs_compile = timing.compiled.median_ms / timing.candidate.median_ms
         if self.cpu:
             timing.method = (f"CPU test mode: host clock, {timing.candidate.samples} interleaved rounds, "
-                             "inputs rotated among 2 sets")
+                             f"inputs rotated among {len(sets)} sets")
         else:
             hidden, text = hidden_work(samples["candidate"], samples["eager"])
             timing.host_clock_ok = not hidden
             if hidden:
                 self.flag("HACK004", "work hidden from the timer: " + text, evidence="timing", dynamic=True)
+            covered = ("every kernel of forward ran on the caller's stream or was joined back to it (profiler), so "
+                       "the events span all of its work; " if self.streams.status == "checked" else "")
             timing.method = (f"CUDA events on the current stream, device synchronised around each call, L2 flushed "
-                             f"(256 MB write) before each, inputs rotated among {len(sets)} sets, contenders "
-                             f"interleaved over {timing.candidate.samples} rounds; {text}")
+                             f"(256 MB write) before each, inputs rotated among {len(sets)} set(s), contenders "
+                             f"interleaved over {timing.candidate.samples} rounds; {covered}{text}")
         timing.message = "; ".join(message)
         return timing
 
@@ -595,18 +748,18 @@ class VerifyRun:
         """Over 10x: more seeds, a determinism check, and a device-wide host-clock timing."""
         timing.suspicious = True
         self.ctx.progress("checking", "extra scrutiny (speedup over 10x)", 90)
+        self.doing = "running the extra scrutiny"
         for k in range(5):
-            seed = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
-            trial, _ = self.trial(f"scrutiny-seed-{seed}", "random", ref_model, cand_model, self.draw(ref, seed),
+            seed = _random_seed()
+            trial, _ = self.trial(f"scrutiny-seed-{seed}", "random", ref_model, cand_model, self.drawer(ref, seed),
                                   k % 2 == 0, detail="extra trial for a >10x speedup")
             self.trials.append(trial)
-        values = self.draw(ref, 77)
-        a = cand_model(*inp.clone(values))
+        make = self.drawer(ref, 77)
+        a = fingerprint(cand_model(*make()), self.chunk)
         self.sync()
-        a = inp.clone(a)
-        b = cand_model(*inp.clone(values))
+        b = fingerprint(cand_model(*make()), self.chunk)
         self.sync()
-        same = compare(a, b, 0.0, 0.0).passed
+        same = same_fingerprint(a, b)
         self.trials.append(Trial(name="determinism", kind="determinism", passed=True,
                                  detail="two runs on the same inputs agree bit for bit" if same else
                                  "two runs on the same inputs differ (atomics or a race); both within tolerance"))
@@ -620,32 +773,63 @@ class VerifyRun:
             return self._execute()
         except Stop as stop:
             return stop.verdict
+        except BaseException as exc:  # noqa: BLE001
+            # Out of memory or a fault outside the places that expect one: still the job's verdict.
+            if _is_oom(exc) or _is_cuda_fault(exc):
+                return self.fail_from(exc, self.doing)
+            raise
+        finally:
+            self.finish_memory()
 
     def _execute(self) -> Verdict:
         self.setup_device()
         ref = self.load_reference()
+        self.plan_memory(ref)  # before the candidate is even imported: a load_inline build can take a minute
         cand = self.load_candidate()
         self.check_signature(ref, cand)
-        if not self.cpu:
-            torch.cuda.empty_cache()
-            fresh_poisoned_pool([])
         with torch.no_grad():
-            ref_model, cand_model = self.build(ref, cand)
-            correctness = self.correctness(ref, cand, ref_model, cand_model)
+            with self.memory.phase("trials"):
+                self.doing = "building the models"
+                ref_model, cand_model = self.build(ref, cand)
+                correctness = self.correctness(ref, cand, ref_model, cand_model)
             if correctness.status == "unverifiable":
                 return self.verdict(VerdictStatus.UNVERIFIABLE, "unverifiable: " + correctness.message,
                                     correctness=correctness)
-            self.dynamic_checks(ref, cand_model)
+            self.check_second_shape(ref, cand)
+            self.settle(correctness)
+            with self.memory.phase("dynamic"):
+                self.dynamic_checks(ref, cand_model)
             correct = correctness.status == "passed"
-            timing = self.timing(ref, ref_model, cand_model, correct and not self.flags)
-            if timing.speedup_vs_eager and timing.speedup_vs_eager > SUSPICIOUS_SPEEDUP:
-                self.scrutiny(ref, ref_model, cand_model, timing)
-                failed = [t for t in self.trials if not t.passed]
-                if failed:
-                    correctness.status = "failed"
-                    correctness.message = f"extra scrutiny failed: {failed[0].name}: {failed[0].detail}"
-                    correct = False
+            self.measure_accuracy(ref, ref_model, cand_model, correct and not self.flags)
+            with self.memory.phase("timing"):
+                timing = self.timing(ref, ref_model, cand_model, correct and not self.flags)
+                if timing.speedup_vs_eager and timing.speedup_vs_eager > SUSPICIOUS_SPEEDUP:
+                    self.scrutiny(ref, ref_model, cand_model, timing)
+                    failed = [t for t in self.trials if not t.passed]
+                    if failed:
+                        correctness.status = "failed"
+                        correctness.message = f"extra scrutiny failed: {failed[0].name}: {failed[0].detail}"
+                        correct = False
         return self.finish(correctness, timing, correct)
+
+    def finish_memory(self) -> None:
+        """Nothing of this job stays in the worker: its modules go, the allocator's cache is emptied."""
+        for name in [m for m in sys.modules if m.startswith(("_stitch_reference_", "_stitch_candidate_"))]:
+            sys.modules.pop(name, None)
+        # The compiled reference is kept for the next job on the same reference (a Coder's next
+        # round) only while it is small; what it holds is declared, so the worker's leftover
+        # check allows exactly that much.
+        cache = self.ctx.state.get("compiled") or {}
+        kept = sum(_state_bytes(model) for model, _ in cache.values())
+        if kept > KEEP_COMPILED_BYTES:
+            cache.clear()
+            kept = 0
+        self.ctx.state["kept_cuda_bytes"] = kept
+        if self.memory.cuda and self.plan.status != "too_large":
+            try:
+                self.memory.record("")
+            except Exception:  # noqa: BLE001 - a poisoned context: the worker is retired anyway
+                pass
 
     def finish(self, correctness: Correctness, timing: Timing, correct: bool) -> Verdict:
         self.refresh_compile()
@@ -664,6 +848,8 @@ class VerifyRun:
                 if timing.speedup_vs_compile is not None:
                     speed += f", {timing.speedup_vs_compile:.2f}x vs torch.compile"
             summary = f"correct: {checks}{speed}"
+            if self.accuracy.less_accurate and self.accuracy.ratio is not None:
+                summary += f"; {self.accuracy.ratio:.1f}x eager's error against float64"
             if self.not_checked:
                 summary += f" ({len(self.not_checked)} check(s) not run: see not_checked)"
         if self.cpu:
@@ -671,10 +857,10 @@ class VerifyRun:
         return self.verdict(status, summary, correctness=correctness, timing=timing)
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    from stitch_lsp.worker.compare import flatten
-
-    return [v for v in flatten(value) if isinstance(v, torch.Tensor)]
+def _state_bytes(model: Any) -> int:
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values() if t.is_cuda)
 
 
 def _count(trials: list[Trial]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from stitch_lsp.benchsuite.results import INTERRUPTED, TaskResult
-from stitch_lsp.benchsuite.scheduler import run_tasks
+from stitch_lsp.benchsuite.scheduler import WorkerLost, run_tasks
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.cancellation import CancelToken
 
@@ -136,3 +136,69 @@ def test_progress_printer_heartbeat_names_what_is_still_running(tmp_path):
     now[0] += 100
     printer.tick()
     assert out.getvalue() == before  # nothing running, nothing to say
+
+
+class LosingWorker(FakeWorker):
+    """Loses the named tasks (as a cluster worker whose node goes down), ``revives`` or not."""
+
+    def __init__(self, slot, lose=(), revives=True, **kw):
+        super().__init__(slot, **kw)
+        self.lose, self.revives = set(lose), revives
+        self.revived = 0
+
+    def run(self, task, cancel, on_progress=lambda _: None):
+        if task.name in self.lose:
+            time.sleep(0.05)  # the others have emptied the queue by now: they must wait for it to come back
+            raise WorkerLost("its actor died")
+        return super().run(task, cancel, on_progress)
+
+    def revive(self, cancel):
+        self.revived += 1
+        self.lose = set()
+        return self.revives
+
+
+class LostListener(RecordingListener):
+    def __init__(self):
+        super().__init__()
+        self.losses = []
+
+    def lost(self, slot, task, reason):
+        self.losses.append((slot, task.name, reason))
+
+
+def test_a_lost_task_runs_again_elsewhere_and_is_marked():
+    dying = LosingWorker("1", lose={"t00"}, revives=False)
+    steady = FakeWorker("0", delay=0.001)
+    listener = LostListener()
+    outcome = run_tasks(tasks(3), [dying, steady], listener, CancelToken())
+    results = {r.name: (slot, r) for slot, r in listener.results}
+    assert sorted(results) == ["t00", "t01", "t02"] and outcome.not_run == []
+    slot, lost = results["t00"]
+    assert slot == "0" and lost.retried == ["gpu 1: its actor died"]  # ran again on the other worker, and says so
+    assert all(not r.retried for name, (_, r) in results.items() if name != "t00")
+    assert listener.losses == [("1", "t00", "its actor died")]
+    assert outcome.errors == ["worker 1 lost: its actor died"]  # not revived: it left the run
+
+
+def test_a_revived_worker_keeps_taking_tasks():
+    worker = LosingWorker("0", lose={"t01"})
+    listener = LostListener()
+    outcome = run_tasks(tasks(4), [worker], listener, CancelToken())
+    assert worker.revived == 1 and outcome.errors == []
+    assert sorted(r.name for _, r in listener.results) == ["t00", "t01", "t02", "t03"]
+    assert [r.retried for _, r in listener.results if r.name == "t01"] == [["gpu 0: its actor died"]]
+
+
+def test_a_task_lost_every_time_ends_as_crashed_after_three_attempts():
+    class AlwaysLoses(LosingWorker):
+        def revive(self, cancel):
+            self.revived += 1
+            return True  # a fresh worker, which loses it again
+
+    worker = AlwaysLoses("0", lose={"t00"})
+    listener = LostListener()
+    outcome = run_tasks(tasks(2), [worker], listener, CancelToken())
+    result = next(r for _, r in listener.results if r.name == "t00")
+    assert result.status == "crashed" and "lost 3 times" in result.reason and len(result.retried) == 3
+    assert len(listener.losses) == 2 and outcome.not_run == []

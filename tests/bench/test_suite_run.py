@@ -151,24 +151,29 @@ def _cli(args, env, **kw):
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
+def ctrl_c_after_two(args: list[str], env: dict[str, str], run_dir: Path, timeout_s: float = 60) -> tuple[str, set[str]]:
+    """Start ``stitch bench ARGS --out RUN_DIR``, press Ctrl-C once two tasks finished: its stdout and
+    the tasks with a result on disk, after checking it stopped as an interrupted run does."""
+    proc = _cli([*args, "--out", str(run_dir)], env)
+    results = run_dir / "results"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and len(list(results.glob("*.json"))) < 2:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=timeout_s)
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr and "not run (interrupted)" in stdout
+    return stdout, {p.stem for p in results.glob("*.json")}
+
+
 def test_cli_ctrl_c_keeps_finished_results_and_resume_completes(tmp_path, log):
     names = [f"pw_slow{i}_fp32" for i in range(6)]
     suite = make_suite(tmp_path, names)
     env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "0", "HOME": str(tmp_path),
            "FAKE_BENCH_SLOW_S": "1.0"}
     run_dir = tmp_path / "cli-run"
-    proc = _cli([str(suite), "--out", str(run_dir), "--backend", BACKEND, "--no-bandwidth"], env)
-    results = run_dir / "results"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(results.glob("*.json"))) < 2:
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
-    assert "--resume" in stderr
-    done = len(list(results.glob("*.json")))
-    assert 2 <= done < 6
-    assert "not run (interrupted)" in stdout
+    _, done = ctrl_c_after_two([str(suite), "--backend", BACKEND, "--no-bandwidth"], env, run_dir)
+    assert 2 <= len(done) < 6
 
     report_path = tmp_path / "report.json"
     proc = _cli([str(suite), "--out", str(run_dir), "--resume", "--backend", BACKEND, "--no-bandwidth",

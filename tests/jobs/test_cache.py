@@ -79,7 +79,10 @@ def test_binary_garbage_and_a_directory_in_the_way_are_misses(tmp_path):
 
 
 def test_bounded_size_evicts_least_recently_used(tmp_path):
-    cache = ResultCache(tmp_path, max_mb=0.004)  # ~4 KiB: a few verdicts
+    probe = ResultCache(tmp_path / "probe")
+    probe.put("probe", _verdict())
+    room = 5 * probe.path("probe").stat().st_size  # about five verdicts, whatever a verdict weighs
+    cache = ResultCache(tmp_path, max_mb=room / (1024 * 1024))
     keys = [cache_key("verify", task=str(i)) for i in range(12)]
     for i, key in enumerate(keys):
         cache.put(key, _verdict(float(i)))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -110,3 +112,27 @@ def flagged_at_run_time(speedup: float = 50.0) -> Verdict:
     verdict.hack_flags = [HackFlag("HACK001", "torch.relu ran inside ModelNew.forward", evidence="aten::relu",
                                    dynamic=True)]
     return verdict
+
+
+class ParallelVerifier:
+    """A verifier with ``slots`` GPUs: answers from the candidate itself (``judge``), takes ``delay_s``
+    per call, and records how many calls overlapped."""
+
+    def __init__(self, slots: int, judge: Callable[[Candidate], Verdict], delay_s: float = 0.3):
+        self.slots, self.judge, self.delay_s = slots, judge, delay_s
+        self.seen: list[Candidate] = []
+        self.most_at_once = 0
+        self._running = 0
+        self._lock = threading.Lock()
+
+    def verify(self, reference_source, candidate, options=None, *, cancel=None, report=None) -> Verdict:
+        with self._lock:
+            self._running += 1
+            self.most_at_once = max(self.most_at_once, self._running)
+            self.seen.append(candidate)
+        try:
+            time.sleep(self.delay_s)
+            return self.judge(candidate)
+        finally:
+            with self._lock:
+                self._running -= 1

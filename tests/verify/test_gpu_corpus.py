@@ -5,13 +5,11 @@ Run on the GPU machine: ``python -m pytest tests/verify/test_gpu_corpus.py -m gp
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from stitch_lsp.pipeline import Candidate
-from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Verdict, VerdictStatus
 from stitch_lsp.verify.service import Verifier, VerifyOptions
 
@@ -23,12 +21,8 @@ ROWSUM = (CORPUS / "ref_rowsum.py").read_text()
 
 
 @pytest.fixture(scope="module")
-def verifier(tmp_path_factory):
-    work = tmp_path_factory.mktemp("verify")
-    os.environ["STITCH_KERNEL_CACHE"] = str(work / "kernels")
-    v = Verifier(Settings(), work)
-    yield v
-    v.close()
+def verifier(gpu_verifier):
+    return gpu_verifier
 
 
 def candidate(path: Path) -> Candidate:

@@ -180,3 +180,50 @@ def test_a_candidate_that_refuses_other_shapes_is_verified_for_the_test_shape_on
     # ...but the verdict is honest about what was not proven.
     assert "not run" in v.summary
     assert any("refuses it" in n and "test shape only" in n for n in v.correctness.not_checked)
+
+
+def test_accuracy_against_float64_is_measured_beside_the_checks(verifier):
+    v = run(verifier, "honest_numpy.py")
+    a = v.accuracy
+    assert a.status == "measured" and a.reference_dtype == "float64"
+    assert a.seed == int(v.correctness.trials[0].name.removeprefix("seed-"))  # the first trial's inputs
+    assert a.ratio == 1.0 and not a.less_accurate  # relu(x) * 2 is exact in float32, for both
+    assert a.eager_max_abs_err == a.candidate_max_abs_err == 0.0
+
+
+def test_a_much_less_accurate_candidate_passes_with_a_rubric_warning(verifier):
+    from stitch_lsp.agents.rubric import apply_rubric, rubric_findings
+    from stitch_lsp.findings import Severity
+    from stitch_lsp.reports.kernel_card import verdict_section
+    from stitch_lsp.verify.format import format_verdict
+
+    v = run(verifier, "less_accurate_numpy.py")
+    assert v.status is VerdictStatus.CORRECT, v.summary  # inside the float32 tolerance
+    assert v.accuracy.less_accurate and v.accuracy.ratio > 100
+    assert "eager's error against float64" in v.summary
+    candidate = Candidate(module_source=(CORPUS / "less_accurate_numpy.py").read_text())
+    scored = apply_rubric(v, candidate)
+    engineering = next(s for s in scored.rubric if s.dimension == "cuda_engineering")
+    assert engineering.score <= 2 and any("less accurate than eager" in r for r in engineering.reasons)
+    findings = rubric_findings(scored, candidate, module_path="candidate.py", kernel_path="kernel.cu")
+    assert any(f.code == "rubric-cuda-engineering" and f.severity is Severity.WARNING for f in findings)
+    assert "less accurate than eager" in format_verdict(v)
+    assert any("Accuracy" in line and "eager's error" in line for line in verdict_section(v))
+
+
+def test_a_task_over_the_memory_cap_is_too_large_before_anything_runs(verifier):
+    v = run(verifier, "honest_numpy.py", memory_limit_gib=1e-4)
+    assert v.status is VerdictStatus.TOO_LARGE
+    assert "too large" in v.summary and "GiB" in v.summary and "capped at" in v.summary, v.summary
+    assert v.memory.status == "too_large" and v.memory.input_bytes == 16 * 1024 * 4
+    assert not v.correctness.trials
+
+
+def test_the_memory_plan_is_in_the_verdict(verifier):
+    v = run(verifier, "honest_numpy.py", memory_limit_gib=1.0, timing=True)
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    m = v.memory
+    assert m.status == "planned" and m.traced and m.output_bytes == 16 * 1024 * 4
+    assert [p.name for p in m.phases] == ["trials", "second_shape", "accuracy", "timing"]
+    assert all(p.runs for p in m.phases) and m.timing_input_sets == 3
+    assert "inputs rotated among 3 sets" in v.timing.method

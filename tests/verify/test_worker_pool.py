@@ -67,12 +67,53 @@ def test_cancel_kills_the_worker(pool):
     assert pool.call_raw("ping", 1, timeout_s=60)[0]["echo"] == 1
 
 
-def test_handler_bug_is_an_error_not_a_death(pool):
+def test_handler_bug_is_an_error_and_the_next_job_gets_a_fresh_worker(pool):
     pid = pool.call_raw("ping", None, timeout_s=60)[0]["pid"]
     with pytest.raises(WorkerError) as info:
         pool.call_raw("test_crash", {"mode": "raise"}, timeout_s=60)
     assert "stand-in handler bug" in info.value.message
-    assert pool.call_raw("ping", None, timeout_s=60)[0]["pid"] == pid
+    # Whatever it left half done (tensors its frames held, a patched module) stays behind.
+    after, fresh = pool.call_raw("ping", None, timeout_s=60)
+    assert fresh and after["pid"] != pid
+    assert any("retired: the handler raised ValueError" in e for e in pool.events)
+
+
+class _FakeCuda:
+    def __init__(self, allocated: int, fails: bool = False) -> None:
+        self.allocated, self.fails = allocated, fails
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        if self.fails:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def empty_cache(self) -> None:
+        pass
+
+    def memory_allocated(self) -> int:
+        return self.allocated
+
+
+@pytest.mark.parametrize("allocated,kept,fails,words", [
+    (64 << 20, 0, False, ""),
+    (3 << 30, 0, False, "3.00 GiB of device memory still allocated"),
+    (3 << 30, 3 << 30, False, ""),  # what a handler keeps on purpose (a compiled reference), declared
+    (0, 0, True, "CUDA context is unusable"),
+])
+def test_a_worker_that_kept_device_memory_or_a_broken_context_takes_no_more_jobs(
+        monkeypatch, tmp_path, allocated, kept, fails, words):
+    import sys
+    import types
+
+    from stitch_lsp.worker.main import WorkerContext, _leftover
+
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=_FakeCuda(allocated, fails)))
+    ctx = WorkerContext(open(tmp_path / "out", "wb"), tmp_path)
+    ctx.state["kept_cuda_bytes"] = kept
+    reason = _leftover(ctx)
+    assert (words in reason) if words else reason == ""
 
 
 def test_unknown_kind(pool):
@@ -111,8 +152,9 @@ def test_worker_never_loads_the_editor_layer(tmp_path):
         assert v.status.value == "correct", v.summary
         assert v.profile.status == "skipped" and "CPU test mode" in v.profile.message
         assert v.sanitizer.status == "skipped"
-        loaded = verifier.pool.call_raw("test_crash", {"mode": "modules"}, timeout_s=60)[0]["loaded"]
-        assert loaded == []
+        modules = verifier.pool.call_raw("test_crash", {"mode": "modules"}, timeout_s=60)[0]
+        assert modules["loaded"] == []
+        assert modules["job_modules"] == []  # the job's reference and candidate went with it
     finally:
         verifier.close()
 

@@ -369,7 +369,8 @@ def verdict_findings(path: str, pairing: Pairing, verdict: Verdict, lines: list[
         if not here:
             first = diagnostics[0].message if diagnostics else verdict.summary
             add(at_kernel, Severity.ERROR, "STITCH-COMPILE", f"`{k}` does not compile for verification: {first}")
-    elif s in (VerdictStatus.CRASHED, VerdictStatus.OUT_OF_MEMORY, VerdictStatus.TIMEOUT, VerdictStatus.ERROR, VerdictStatus.UNVERIFIABLE):
+    elif s in (VerdictStatus.CRASHED, VerdictStatus.OUT_OF_MEMORY, VerdictStatus.TOO_LARGE, VerdictStatus.TIMEOUT,
+               VerdictStatus.ERROR, VerdictStatus.UNVERIFIABLE):
         add(at_kernel, Severity.WARNING, f"STITCH-{s.value.upper().replace('_', '-')}", verdict.summary or s.value, tuple(verdict.events[-3:]))
     for flag in verdict.hack_flags:
         add(at_kernel, Severity.ERROR, flag.code, f"anti-hacking: {flag.message}", (flag.evidence,) if flag.evidence else ())
