@@ -215,18 +215,26 @@ def _by_domain(group: Group, index: dict[str, OpNode], klass: dict[str, str]) ->
     parts: list[Group] = []
     for s in sorted(set(home.values())):
         owned = [n for n in group.nodes if home[n] == s]
-        need: set[str] = set(owned)
-        todo = list(owned)
-        while todo:  # what this part recomputes: non-reduction members of earlier parts it reads
-            n = todo.pop()
-            for r in index[n].refs():
-                if r in members and r not in need and klass[r] not in ("reduction", "scan"):
-                    need.add(r)
-                    todo.append(r)
+        need = _recomputed_with(owned, members, index, klass)
         nodes = [n for n in group.nodes if n in need]
         parts.append(Group(index=group.index, kind="pointwise", nodes=nodes,
                            recomputed=[n for n in nodes if home[n] != s]))
     return parts
+
+
+def _recomputed_with(nodes: list[str], members: set[str], index: dict[str, OpNode],
+                     klass: dict[str, str]) -> set[str]:
+    """``nodes`` and the members they read that are recomputed with them: everything up to the reductions
+    (and scans), whose results are read from memory instead."""
+    need = set(nodes)
+    todo = list(nodes)
+    while todo:
+        n = todo.pop()
+        for r in index[n].refs():
+            if r in members and r not in need and klass[r] not in ("reduction", "scan"):
+                need.add(r)
+                todo.append(r)
+    return need
 
 
 def split_tail(group: Group, index: dict[str, OpNode], rows: int | None = None) -> list[Group] | None:
@@ -258,14 +266,7 @@ def split_tail(group: Group, index: dict[str, OpNode], rows: int | None = None) 
     rest = [n for n in group.nodes if n not in core and n in owned]
     if not rest or not core:
         return None
-    need = set(rest)
-    todo = list(rest)
-    while todo:
-        n = todo.pop()
-        for r in index[n].refs():
-            if r in members and r not in need and klass[r] not in ("reduction", "scan"):
-                need.add(r)
-                todo.append(r)
+    need = _recomputed_with(rest, members, index, klass)
     head_nodes = [n for n in group.nodes if n in core]
     tail_nodes = [n for n in group.nodes if n in need]
     tail = Group(index=group.index, kind="pointwise", nodes=tail_nodes,

@@ -41,6 +41,16 @@ RUNNER = {"gemm": "cuBLAS", "conv": "cuDNN", "pool": "PyTorch's pooling kernel",
           "attention": "PyTorch's fused attention", "random": "PyTorch's random number generator"}
 
 
+# What a call dispatches to below PyTorch's own decomposition (attention picks its backend at run time):
+# the Verifier's run-time guard sees these, so they are declared with the call.
+DISPATCHES_TO = {
+    "aten.scaled_dot_product_attention.default": [
+        "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_flash_attention",
+        "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_attention_math",
+        "aten._efficient_attention_forward", "aten._flash_attention_forward"],
+}
+
+
 def library_kind(op: str) -> str | None:
     """``gemm`` | ``conv`` | ``pool`` | ``attention`` | ``random`` for an op a library runs; None otherwise."""
     return _KINDS.get(op)

@@ -148,19 +148,17 @@ def _decompositions() -> dict:
             return torch.sum((xf != 0).to(xf.dtype), dims, keepdim=keepdim)
         return torch.pow(torch.sum(torch.pow(torch.abs(xf), ord), dims, keepdim=keepdim), 1.0 / ord)
 
-    def max_dim(x, dim, keepdim=False):
-        return torch.amax(x, [dim], keepdim), torch.argmax(x, dim, keepdim)
-
-    def min_dim(x, dim, keepdim=False):
-        return torch.amin(x, [dim], keepdim), torch.argmin(x, dim, keepdim)
+    def extreme_dim(value, position):
+        # max / min over a dim as the value and its first position: two reductions the Coder fuses in one pass.
+        return lambda x, dim, keepdim=False: (value(x, [dim], keepdim), position(x, dim, keepdim))
 
     table[aten._native_batch_norm_legit.default] = batch_norm_legit
     table[aten._native_batch_norm_legit.no_stats] = batch_norm_no_stats
     table[aten._native_batch_norm_legit_no_training.default] = batch_norm_no_training
     table[aten.native_batch_norm.default] = batch_norm
     table[aten.linalg_vector_norm.default] = vector_norm
-    table[aten.max.dim] = max_dim
-    table[aten.min.dim] = min_dim
+    table[aten.max.dim] = extreme_dim(torch.amax, torch.argmax)
+    table[aten.min.dim] = extreme_dim(torch.amin, torch.argmin)
     # Kept whole: PyTorch's own kernel draws the random numbers, so the candidate's match eager's.
     for kept in (aten.native_dropout.default, aten.dropout.default):
         table.pop(kept, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attrs import define, field
 
-from stitch_lsp.agents import op_table
+from stitch_lsp.agents import library_calls, op_table
 from stitch_lsp.agents.fusion import Group, simplify, split, split_tail
 from stitch_lsp.agents.template_coder.emitter import Unsupported
 from stitch_lsp.agents.template_coder.kernels import KernelSpec, pointwise_kernel
@@ -128,3 +128,6 @@ def _uncovered(program: LoweredProgram, group: Group, index, why: str, library: 
         listed = program.library_calls if library else program.blocking_ops
         if label not in listed:
             listed.append(label)
+        for inner in library_calls.DISPATCHES_TO.get(node.op, []) if library else []:
+            if inner not in program.uncovered_ops:
+                program.uncovered_ops.append(inner)

@@ -260,6 +260,16 @@ def analyse(group: Group, index: dict[str, OpNode]) -> _Analysis:
     return _Analysis(reductions, dom, depends, row_nodes, full_outs, row_outs, passes, var_of, full_leaves)
 
 
+def _partials(rpass: list[str], moments: dict, poss: dict, first: int = 0):
+    """Each reduction of a pass with the offset of its partial results and their form: ``moments`` (count, mean,
+    M2), ``position`` (value, position as float bits) or ``value``, packed in pass order from ``first``."""
+    k = first
+    for r in rpass:
+        form = "moments" if r in moments else "position" if r in poss else "value"
+        yield r, k, form
+        k += {"moments": 3, "position": 2, "value": 1}[form]
+
+
 def _slots(a: _Analysis, index: dict[str, OpNode], r: str) -> int:
     """Partial-result floats a reduction takes: a (count, mean, M2) triple, a (value, position) pair, or one."""
     if r in a.var_of:
@@ -389,18 +399,7 @@ class _RowKernel:
         items = math.ceil(math.ceil(chunk / vec) / rt)
         rows_per_block = block // rt
         partial = rows_per_block > 1 and rows % rows_per_block != 0  # the last block has rows past the end
-        em = self.em = w.em
-        em.vector_hint = w.hint
-        em.row_len = row_len
-        if dom.layout != "rows":
-            em.row_domain = dom
-        # The pointwise kernels' cheaper forms (2-ulp divides, one-instruction clamps, SiLU / sigmoid without
-        # the IEEE division's slow path) for the prologue and epilogue; values that feed a comparison stay exact.
-        em.fast_math = True
-        em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
-        em.mark_exact()
-        em.row_nodes = a.row_nodes
-        em.indent = "  "
+        em = self.em = _reduction_emitter(w, a, group, index, indexed_rows=dom.layout != "rows")
         em.emit(f"const int lane = threadIdx.x % {rt};")
         if split is not None:
             # The finish kernel takes the parts in reverse: the first blocks find the last-read parts in L2.
@@ -699,19 +698,8 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}) {self.name}({self
             moments[r] = (n_, mu, m2, origin)
         em.emit(f"for (int q = lane; q < {parts}; q += {rt}) {{")
         em.emit(f"  const float* pq = ws{p} + (row * {parts} + q) * {slots};")
-        k = 0
-        for r in rpass:
-            how = op_table.REDUCTION_OPS[index[r].op]
-            if r in moments:
-                n_, mu, m2, _ = moments[r]
-                em.emit(f"  stitch_moments_merge({n_}, {mu}, {m2}, pq[{k}], pq[{k + 1}], pq[{k + 2}]);")
-                k += 3
-            elif r in poss:
-                em.emit(f"  {_ARG_MERGE[how]}({accs[r]}, {poss[r]}, pq[{k}], __float_as_int(pq[{k + 1}]));")
-                k += 2
-            else:
-                em.emit(f"  {accs[r]} = {_COMBINE[how].format(a=accs[r], b=f'pq[{k}]')};")
-                k += 1
+        for line in self.merges(rpass, accs, moments, poss, lambda k: f"pq[{k}]"):
+            em.emit("  " + line)
         em.emit("}")
         self.combine(rpass, accs, moments, poss)
         self.finalize(rpass, accs, moments, poss)
@@ -783,58 +771,52 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}) {self.name}({self
     def cluster_exchange(self, rpass, accs, moments, poss, first_slot: int) -> None:
         """Each block's totals to its shared memory; every thread folds all the cluster's, in rank order."""
         em, index, parts = self.em, self.index, self.split.parts
-        writes, s = [], first_slot
-        for r in rpass:
-            if r in moments:
-                n_, mu, m2, _ = moments[r]
-                writes.append(f"cx[{s}] = {n_}; cx[{s + 1}] = {mu}; cx[{s + 2}] = {m2};")
-                s += 3
-            elif r in poss:
-                writes.append(f"cx[{s}] = {accs[r]}; cx[{s + 1}] = __int_as_float({poss[r]});")
-                s += 2
-            else:
-                writes.append(f"cx[{s}] = {accs[r]};")
-                s += 1
-        em.emit("if (threadIdx.x == 0) { " + " ".join(writes) + " }")
+        em.emit("if (threadIdx.x == 0) { " + self.stores_of(rpass, accs, moments, poss, lambda k: f"cx[{k}]", first_slot)
+                + " }")
         em.emit("stitch_cluster_sync();")
-        s = first_slot
-        folds = []
-        for r in rpass:
+        for r, _, form in _partials(rpass, moments, poss):
             how = op_table.REDUCTION_OPS[index[r].op]
-            if r in moments:
+            if form == "moments":
                 n_, mu, m2, _ = moments[r]
                 em.emit(f"{n_} = 0.f; {mu} = 0.f; {m2} = 0.f;")
-                folds.append(f"stitch_moments_merge({n_}, {mu}, {m2}, stitch_cluster_ld(cx + {s}, q), "
-                             f"stitch_cluster_ld(cx + {s + 1}, q), stitch_cluster_ld(cx + {s + 2}, q));")
-                s += 3
-            elif r in poss:
+            elif form == "position":
                 em.emit(f"{accs[r]} = {_IDENTITY[how]}; {poss[r]} = {_NO_POS};")
-                folds.append(f"{_ARG_MERGE[how]}({accs[r]}, {poss[r]}, stitch_cluster_ld(cx + {s}, q), "
-                             f"__float_as_int(stitch_cluster_ld(cx + {s + 1}, q)));")
-                s += 2
             else:
                 em.emit(f"{accs[r]} = {_IDENTITY[how]};")
-                folds.append(f"{accs[r]} = {_COMBINE[how].format(a=accs[r], b=f'stitch_cluster_ld(cx + {s}, q)')};")
-                s += 1
+        folds = self.merges(rpass, accs, moments, poss, lambda k: f"stitch_cluster_ld(cx + {first_slot + k}, q)")
         em.emit("#pragma unroll")
         em.emit(f"for (int q = 0; q < {parts}; ++q) {{ " + " ".join(folds) + " }")
 
-    def write_partials(self, rpass, accs, moments, poss) -> None:
-        em, k = self.em, 0
-        em.emit("if (threadIdx.x == 0) {")
-        em.emit(f"  float* po = wsout + vrow * {self.ws_slots(self.upto)};")
-        for r in rpass:
-            if r in moments:
+    def merges(self, rpass, accs, moments, poss, at) -> list[str]:
+        """Statements folding one set of partial results (``at(k)``: C for the k-th float) into the pass's values."""
+        out = []
+        for r, k, form in _partials(rpass, moments, poss):
+            how = op_table.REDUCTION_OPS[self.index[r].op]
+            if form == "moments":
                 n_, mu, m2, _ = moments[r]
-                em.emit(f"  po[{k}] = {n_}; po[{k + 1}] = {mu}; po[{k + 2}] = {m2};")
-                k += 3
-            elif r in poss:
-                em.emit(f"  po[{k}] = {accs[r]}; po[{k + 1}] = __int_as_float({poss[r]});")
-                k += 2
+                out.append(f"stitch_moments_merge({n_}, {mu}, {m2}, {at(k)}, {at(k + 1)}, {at(k + 2)});")
+            elif form == "position":
+                out.append(f"{_ARG_MERGE[how]}({accs[r]}, {poss[r]}, {at(k)}, __float_as_int({at(k + 1)}));")
             else:
-                em.emit(f"  po[{k}] = {accs[r]};")
-                k += 1
-        em.emit("}")
+                out.append(f"{accs[r]} = {_COMBINE[how].format(a=accs[r], b=at(k))};")
+        return out
+
+    def stores_of(self, rpass, accs, moments, poss, at, first: int = 0) -> str:
+        """One statement storing the pass's values as partial results (``at(k)``: C for the k-th float)."""
+        out = []
+        for r, k, form in _partials(rpass, moments, poss, first):
+            if form == "moments":
+                out += [f"{at(k + i)} = {v};" for i, v in enumerate(moments[r][:3])]
+            elif form == "position":
+                out += [f"{at(k)} = {accs[r]};", f"{at(k + 1)} = __int_as_float({poss[r]});"]
+            else:
+                out.append(f"{at(k)} = {accs[r]};")
+        return " ".join(out)
+
+    def write_partials(self, rpass, accs, moments, poss) -> None:
+        em = self.em
+        em.emit(f"if (threadIdx.x == 0) {{ float* po = wsout + vrow * {self.ws_slots(self.upto)}; "
+                + self.stores_of(rpass, accs, moments, poss, lambda k: f"po[{k}]") + " }")
 
     def finalize(self, rpass, accs, moments, poss) -> None:
         em, index, a = self.em, self.index, self.a
@@ -875,6 +857,24 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}) {self.name}({self
         base = self.positions[k] if k < len(self.positions) else f"j{k}"
         pos = f"{base} + {v}" if v else base
         return f"(jbeg + {pos})" if self.split else f"({pos})"
+
+
+def _reduction_emitter(w: _Writer, a: _Analysis, group: Group, index: dict[str, OpNode], indexed_rows: bool):
+    """The Emitter of a reduction kernel. ``indexed_rows``: elements reach their row through the domain's index
+    map (rows that are not the last dims). The pointwise kernels' cheaper forms (2-ulp divides, one-instruction
+    clamps, SiLU / sigmoid without the IEEE division's slow path) serve the prologue and epilogue; values that feed
+    a comparison stay exact."""
+    em = w.em
+    em.vector_hint = w.hint
+    em.row_len = a.dom.row_len
+    if indexed_rows:
+        em.row_domain = a.dom
+    em.fast_math = True
+    em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
+    em.mark_exact()
+    em.row_nodes = a.row_nodes
+    em.indent = "  "
+    return em
 
 
 def _rounded(em: Emitter, acc: str, dtype: str) -> str:
@@ -941,15 +941,7 @@ def column_kernel(group: Group, index: dict[str, OpNode], name: str, a: _Analysi
     while vec > 1 and 4 * nslots * 32 * vec > 32 * 1024:
         vec //= 2
     w.vec = vec
-    em = w.em
-    em.vector_hint = w.hint
-    em.row_len = row_len
-    em.row_domain = dom
-    em.fast_math = True
-    em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
-    em.mark_exact()
-    em.row_nodes = a.row_nodes
-    em.indent = "  "
+    em = _reduction_emitter(w, a, group, index, indexed_rows=True)
     def shape(vec: int) -> tuple[int, int]:
         """(blocks, warps a block): at least 8 warps (256 threads) where the rows are long enough, more while
         the GPU is not full, as many as the shared memory for the partial results allows."""
