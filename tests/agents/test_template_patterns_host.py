@@ -233,4 +233,5 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
     if mode == "cluster":
         assert any("__cluster_dims__(2" in k.source for k in program.kernels), [k.note for k in program.kernels]
     monkeypatch.setattr(host, "_driver", rows._driver)
-    host.check_against_eager(source, program, ("random", "nan"), tmp_path)
+    # NaN placement is the same code in every shape of kernel: checked once per model, in its own shape.
+    host.check_against_eager(source, program, ("random",) if mode else ("random", "nan"), tmp_path)
