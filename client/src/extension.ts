@@ -63,6 +63,7 @@ export function activate(context: vscode.ExtensionContext): void {
       if (changeNeedsRestart((section) => event.affectsConfiguration(section))) {
         void server.restart("stitch.python changed", true);
       } else if (event.affectsConfiguration(SECTION)) {
+        void server.sendUserSettings();
         server.refreshLlmStatus();
       }
     }),

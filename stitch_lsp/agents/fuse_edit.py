@@ -36,21 +36,28 @@ def loader_source() -> str:
     return path.read_text(encoding="utf-8")
 
 
+def loader_import(package: bool) -> str:
+    """The generated module's import of the copied loader (beside it in a package, or on the path)."""
+    names = "load_kernel, load_triton"
+    return f"from .{LOADER_MODULE} import {names}" if package else f"from {LOADER_MODULE} import {names}"
+
+
 def names_for(task: Task, settings: Settings) -> tuple[str, str]:
     """(workspace-relative module path, function name) for a task's fused kernel."""
     func = f"fused_{re.sub(r'[^0-9a-zA-Z_]', '_', task.name)}_{task.key()[:8]}"
     return f"{settings.kernels_dir.strip('/')}/{func}.py", func
 
 
-def edit_files(outcome, settings: Settings, module_path: str, func_name: str) -> dict[str, str]:
+def edit_files(outcome, settings: Settings, module_path: str, func_name: str, gemm=None) -> dict[str, str]:
+    """``gemm``: the GemmOptions the candidate was generated with (the same kernels and tiles)."""
     from stitch_lsp.agents.template_coder import edit_module, lower
 
     plan = outcome.plan
-    program = lower(plan.graph)
+    program = lower(plan.graph, gemm)
     package = module_path.rsplit("/", 1)[0] if "/" in module_path else ""
     text = edit_module(
         program,
-        loader_import=f"from .{LOADER_MODULE} import load_kernel" if package else f"from {LOADER_MODULE} import load_kernel",
+        loader_import=loader_import(bool(package)),
         func_name=func_name,
         header=(f"Fused by Stitch from {outcome.task.origin_path}. "
                 f"{outcome.verdict.summary if outcome.verdict else ''}").strip(),

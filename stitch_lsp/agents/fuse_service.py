@@ -25,6 +25,9 @@ except ImportError:  # pragma: no cover - anthropic missing (a GPU box with only
 from stitch_lsp.agents.rubric import RubricContext, apply_rubric, rubric_findings
 from stitch_lsp.findings import Finding
 from stitch_lsp.agents.planner import describe, make_plan
+from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, spec_of
+from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, TileCache, mode_override, record, tune_cases
+from stitch_lsp.gemm_tuning import TuneReply, TuneRequest
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.op_graph import TraceReply, TraceRequest
 from stitch_lsp.pipeline import Candidate, Plan, Task
@@ -48,6 +51,8 @@ class FuseOutcome:
     plan_text: str = ""
     # Rubric findings and hack flags, placed on the generated files under ``task_dir``.
     findings: list[Finding] = field(factory=list)
+    # GEMM-family kernels whose tile is the table's, not measured here: a tuning run would measure them.
+    untuned_gemms: int = 0
 
     @property
     def offerable(self) -> bool:
@@ -103,15 +108,51 @@ def _speedups(verdict: Verdict) -> str:
     return ", ".join(parts)
 
 
+def gemm_options(settings: Settings, root: Path, device: DeviceInfo | None) -> GemmOptions:
+    """The template Coder's GEMM options for a workspace: the mode from the settings, the tiles measured on
+    this GPU (``.stitch/gemm_tiles.json``)."""
+    return GemmOptions(mode=mode_override(settings.gemm), gpu=device.name if device is not None else "",
+                       cache=TileCache.in_workspace(root))
+
+
+def tune_gemm_tiles(graph: Any, gemm: GemmOptions, verifier: Any, *, cancel: CancelToken | None = None,
+                    report: Reporter = no_report, timeout_s: float = 600.0) -> list[str]:
+    """Time every candidate tile of the graph's GEMM-family kernels on the verifier's GPU (a worker job)
+    and cache the fastest; lines saying what was measured (or why nothing was)."""
+    from stitch_lsp.agents.template_coder import lower
+
+    pool = getattr(verifier, "pool", None)
+    if pool is None or not hasattr(pool, "call"):
+        return ["no GPU worker to tune on"]
+    specs = [spec_of(n) for n in lower(graph, gemm).graph.nodes if n.op == GEMM_OP]
+    specs = [s for s in specs if s.tile_source != "cache"]
+    if not specs:
+        return ["every GEMM kernel's tile is measured already"]
+    cases = tune_cases(specs, gemm.gpu)
+    report(ProgressEvent("tuning", f"timing {sum(len(c.tiles) for c in cases)} tiles of {len(cases)} GEMM kernel(s)", 1))
+    reply = pool.call("gemm_tune", TuneRequest(cases=cases, budget_s=timeout_s * 0.8), TuneReply, timeout_s=timeout_s,
+                      cancel=cancel, report=report)
+    if not reply.ok:
+        return [reply.message]
+    if gemm.cache is None:
+        return ["no tile cache to record into"]
+    return record(reply, gemm.cache, gemm.gpu or reply.gpu)
+
+
+def untuned_gemms(candidate: Candidate) -> int:
+    return sum(1 for note in candidate.notes if note.startswith("stitch_gemm_") and "(measured here)" not in note)
+
+
 def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifier: Any = None,
               cancel: CancelToken | None = None, report: Reporter = no_report,
               workdir: Path | None = None, device: DeviceInfo | None = None,
-              edit_namer: Any = None, verify_library_only: bool = False) -> FuseOutcome:
+              edit_namer: Any = None, tune_gemm: bool = False, verify_library_only: bool = False) -> FuseOutcome:
     """Plan, generate and verify ``task``.
 
     ``verifier`` is a ``stitch_lsp.verify.service.Verifier`` (None: plan and generate only,
     nothing is verified and nothing is offered). ``edit_namer(outcome) -> (module_path,
     func_name)`` lets the caller name the kernel module written into the workspace.
+    ``tune_gemm``: first time the GEMM family's tiles on the verifier's GPU (cached for later).
     ``verify_library_only``: a candidate that is nothing but library calls (a plain GEMM or
     convolution: covered, nothing to fuse) is verified too (the bench measures it); else it is
     reported as nothing to fuse.
@@ -137,7 +178,17 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     if device is None and verifier is not None:
         device = getattr(verifier, "device", None)
         device = device if isinstance(device, DeviceInfo) else None
-    plan = make_plan(task, traced.graph, device)
+        if device is None and callable(getattr(verifier, "device_info", None)):
+            try:  # the GPU's name keys the measured GEMM tiles
+                device = verifier.device_info()
+            except Exception:  # noqa: BLE001 - no device: the table's tiles
+                device = None
+            device = device if isinstance(device, DeviceInfo) else None
+    gemm = gemm_options(settings, root, device)
+    if tune_gemm and verifier is not None:
+        for line in tune_gemm_tiles(traced.graph, gemm, verifier, cancel=cancel, report=report):
+            report(ProgressEvent("tuning", line, 12))
+    plan = make_plan(task, traced.graph, device, gemm)
     outcome.plan = plan
     outcome.plan_text = describe(plan)
     (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
@@ -148,6 +199,8 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     refined = None  # the LLM / auto Coder's own plan → code → verify → refine loop
     try:
         writer = make_coder(coder, settings)
+        if hasattr(writer, "gemm"):
+            writer.gemm = gemm  # the template Coder: the same GEMM choices and tiles as the plan
         if verifier is not None and callable(getattr(writer, "run", None)):
             from stitch_lsp.verify.service import VerifyOptions
 
@@ -164,6 +217,7 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         outcome.verdict = refined.verdict if refined is not None else None
         return outcome
     outcome.candidate = candidate
+    outcome.untuned_gemms = untuned_gemms(candidate)
     (outdir / "candidate.py").write_text(candidate.module_source, encoding="utf-8")
     for name, text in candidate.cuda_sources.items():
         (outdir / name).write_text(text, encoding="utf-8")
@@ -212,7 +266,7 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     if task.origin_path and edit_namer is not None:
         from stitch_lsp.agents.fuse_edit import edit_files
 
-        outcome.edit_files = edit_files(outcome, settings, *edit_namer(outcome))
+        outcome.edit_files = edit_files(outcome, settings, *edit_namer(outcome), gemm=gemm)
     report(ProgressEvent("done", outcome.message, 100))
     return outcome
 

@@ -73,20 +73,54 @@ def c_float(value: Any) -> str:
     return text + "f"
 
 
+# What each parametrised op's arguments mean (shared by the CUDA templates here and the Triton ones of
+# the GEMM family, template_coder/gemm_ops.py).
+
+
+def gelu_is_tanh(args, kw) -> bool:
+    return (kw.get("approximate") or (args[1] if len(args) > 1 else "none")) == "tanh"
+
+
+def add_alpha(args, kw) -> Any:
+    return kw.get("alpha", args[2] if len(args) > 2 else 1)
+
+
+def clamp_bounds(args, kw) -> tuple[Any, Any]:
+    return kw.get("min", args[1] if len(args) > 1 else None), kw.get("max", args[2] if len(args) > 2 else None)
+
+
+def hardtanh_bounds(args) -> tuple[float, float]:
+    return float(args[1]) if len(args) > 1 else -1.0, float(args[2]) if len(args) > 2 else 1.0
+
+
+def elu_params(args) -> tuple[float, float, float]:
+    """(alpha, scale, input_scale)."""
+    return (float(args[1]) if len(args) > 1 else 1.0, float(args[2]) if len(args) > 2 else 1.0,
+            float(args[3]) if len(args) > 3 else 1.0)
+
+
+def leaky_slope(args) -> float:
+    return float(args[1]) if len(args) > 1 else 0.01
+
+
+def softplus_params(args) -> tuple[float, float]:
+    """(beta, threshold)."""
+    return float(args[1]) if len(args) > 1 else 1.0, float(args[2]) if len(args) > 2 else 20.0
+
+
 def _gelu(args, kw) -> str:
-    if (kw.get("approximate") or (args[1] if len(args) > 1 else "none")) == "tanh":
+    if gelu_is_tanh(args, kw):
         return "(0.5f * {a} * (1.f + tanhf(0.7978845608028654f * ({a} + 0.044715f * {a} * {a} * {a}))))"
     return "(0.5f * {a} * (1.f + erff({a} * 0.7071067811865476f)))"
 
 
 def _alpha(args, kw, sign: str) -> str:
-    alpha = kw.get("alpha", args[2] if len(args) > 2 else 1)
+    alpha = add_alpha(args, kw)
     return "({a} %s {b})" % sign if alpha in (1, 1.0) else "({a} %s %s * {b})" % (sign, c_float(alpha))
 
 
 def _clamp_with(args, kw, lower, upper) -> str:
-    lo = kw.get("min", args[1] if len(args) > 1 else None)
-    hi = kw.get("max", args[2] if len(args) > 2 else None)
+    lo, hi = clamp_bounds(args, kw)
     expr = "{a}"
     if lo is not None:
         expr = lower(expr, c_float(lo))
@@ -99,43 +133,43 @@ def _clamp(args, kw) -> str:
     return _clamp_with(args, kw, lambda e, v: f"({e} < {v} ? {v} : {e})", lambda e, v: f"({e} > {v} ? {v} : {e})")
 
 
-def _pow_scalar(args, kw) -> str:
+def pow_scalar_template(args, *, sqrt: str, power: str, one: str, literal) -> str:
+    """``x ** e`` for a constant e: products, a square root or a reciprocal where exact, else ``power``."""
     e = float(args[1])
     if e == 2.0:
         return "({a} * {a})"
     if e == 3.0:
         return "({a} * {a} * {a})"
     if e == 0.5:
-        return "sqrtf({a})"
+        return sqrt + "({a})"
     if e == 1.0:
         return "{a}"
     if e == -1.0:
-        return "(1.f / {a})"
-    return "powf({a}, %s)" % c_float(e)
+        return f"({one} / {{a}})"
+    return f"{power}({{a}}, {literal(e)})"
+
+
+def _pow_scalar(args, kw) -> str:
+    return pow_scalar_template(args, sqrt="sqrtf", power="powf", one="1.f", literal=c_float)
 
 
 def _elu(args, kw) -> str:
-    alpha = float(args[1]) if len(args) > 1 else 1.0
-    scale = float(args[2]) if len(args) > 2 else 1.0
-    input_scale = float(args[3]) if len(args) > 3 else 1.0
+    alpha, scale, input_scale = elu_params(args)
     return ("({a} > 0.f ? %s * {a} : %s * expm1f(%s * {a}))"
             % (c_float(scale), c_float(alpha * scale), c_float(input_scale)))
 
 
 def _leaky(args, kw) -> str:
-    slope = float(args[1]) if len(args) > 1 else 0.01
+    slope = leaky_slope(args)
     return "({a} > 0.f ? {a} : %s * {a})" % c_float(slope)
 
 
 def _hardtanh(args, kw) -> str:
-    lo = float(args[1]) if len(args) > 1 else -1.0
-    hi = float(args[2]) if len(args) > 2 else 1.0
-    return _clamp(["x", lo, hi], {})
+    return _clamp(["x", *hardtanh_bounds(args)], {})
 
 
 def _softplus(args, kw) -> str:
-    beta = float(args[1]) if len(args) > 1 else 1.0
-    threshold = float(args[2]) if len(args) > 2 else 20.0
+    beta, threshold = softplus_params(args)
     b = c_float(beta)
     return "({a} * %s > %s ? {a} : log1pf(expf({a} * %s)) / %s)" % (b, c_float(threshold), b, b)
 
@@ -262,9 +296,7 @@ def _fast_gelu(args, kw, half: bool) -> str | None:
 
 
 def _fast_elu(args, kw, half: bool) -> str:
-    alpha = float(args[1]) if len(args) > 1 else 1.0
-    scale = float(args[2]) if len(args) > 2 else 1.0
-    input_scale = float(args[3]) if len(args) > 3 else 1.0
+    alpha, scale, input_scale = elu_params(args)
     arg = "{a}" if input_scale == 1.0 else "%s * {a}" % c_float(input_scale)
     # Only x <= 0 reaches expm1: exp(x) - 1 is off by at most 1.2e-7 there, far below a half-precision ulp.
     em1 = f"(stitch_exp_fast({arg}) - 1.f)" if half else f"stitch_expm1({arg})"
@@ -295,8 +327,7 @@ FAST_POINTWISE = {
     "aten.clamp.default": lambda a, k, h: _fast_clamp(a, k),
     "aten.clamp_min.default": lambda a, k, h: _fast_clamp(["x", a[1], None], {}),
     "aten.clamp_max.default": lambda a, k, h: _fast_clamp(["x", None, a[1]], {}),
-    "aten.hardtanh.default": lambda a, k, h: _fast_clamp(["x", float(a[1]) if len(a) > 1 else -1.0,
-                                                          float(a[2]) if len(a) > 2 else 1.0], {}),
+    "aten.hardtanh.default": lambda a, k, h: _fast_clamp(["x", *hardtanh_bounds(a)], {}),
     "aten.maximum.default": lambda a, k, h: "stitch_max_nan({a}, {b})",
     "aten.minimum.default": lambda a, k, h: "stitch_min_nan({a}, {b})",
 }

@@ -12,13 +12,17 @@ import math
 
 from stitch_lsp.agents import library_calls, op_table
 from stitch_lsp.agents.fusion import Group, simplify, split
+from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, GemmSpec, fuse_gemms, spec_of
+from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.op_graph import OpGraph, OpNode
 from stitch_lsp.pipeline import FusionGroup, Plan, Task
 from stitch_lsp.verdict import DeviceInfo
 
 H100_COPY_GBS = 3000.0
-# Dense peaks (TFLOP/s): fp32 without tensor cores, TF32, and bf16 / fp16 tensor cores.
+# Dense peaks (TFLOP/s): fp32 without tensor cores, TF32, and bf16 / fp16 tensor cores. 3xTF32 does three
+# TF32 products for each fp32 one: a third of the TF32 rate.
 H100_PEAK_TFLOPS = {"float32": 60.0, "tf32": 400.0, "bfloat16": 800.0, "float16": 800.0}
+H100_PEAK_TFLOPS["tf32x3"] = H100_PEAK_TFLOPS["tf32"] / 3
 LAUNCH_US = 2.5  # what one extra kernel launch costs eager PyTorch, roughly
 KERNEL_KINDS = ("pointwise", "row_reduction", "col_reduction", "scan")
 LIBRARY_KINDS = ("gemm", "conv", "pool", "attention", "random")
@@ -63,9 +67,22 @@ def _gemm_flops(node: OpNode, index: dict[str, OpNode]) -> int:
     return 2 * node.numel * k
 
 
+def gemm_family_peak(spec: GemmSpec) -> float:
+    """The tensor-core rate (TFLOP/s) a GEMM-family kernel's floor is computed at."""
+    return H100_PEAK_TFLOPS[spec.precision or spec.dtype]
+
+
+def _gemm_family_figures(spec: GemmSpec, index: dict[str, OpNode]) -> tuple[int, int]:
+    moved = sum(_bytes(index[i]) for i in spec.kernel_inputs())
+    moved += sum(math.prod(s) * op_table.DTYPE_BYTES.get(d, 4) for s, d in zip(spec.output_shapes, spec.output_dtypes))
+    return moved, spec.flops
+
+
 def _group_figures(group: Group, index: dict[str, OpNode]) -> tuple[int, int]:
     if group.kind == "view":
         return 0, 0
+    if group.kind == "library" and index[group.nodes[0]].op == GEMM_OP:
+        return _gemm_family_figures(spec_of(index[group.nodes[0]]), index)
     moved = sum(_bytes(index[i]) for i in group.inputs if index[i].op != "getitem" or index[i].shape)
     moved += sum(_bytes(index[o]) for o in group.outputs)
     flops = 0
@@ -92,8 +109,10 @@ def _eager_bytes(graph: OpGraph, index: dict[str, OpNode]) -> tuple[int, int]:
     return total, kernels
 
 
-def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None) -> Plan:
-    graph = simplify(graph)
+def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm: GemmOptions | None = None) -> Plan:
+    """``gemm``: the template Coder's GEMM options (which GEMMs its Triton family takes, with what tile)."""
+    traced = graph
+    graph, _ = fuse_gemms(simplify(traced), (gemm or default_options()).choose)
     index = graph.index()
     groups = split(graph)
     bandwidth = (device.copy_bandwidth_gbs if device and device.copy_bandwidth_gbs else H100_COPY_GBS)
@@ -105,14 +124,25 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None) -> P
     else:
         peak = H100_PEAK_TFLOPS.get(dtype, H100_PEAK_TFLOPS["float32"])
     plan = Plan(task_key=task.key(), device_name=(device.name if device else "") or "NVIDIA H100 (assumed)",
-                bandwidth_gbs=bandwidth, peak_tflops=peak, graph=graph)
+                bandwidth_gbs=bandwidth, peak_tflops=peak, graph=traced)
     floor_total = 0.0
+    eager_gemm_us = 0.0  # the GEMMs as the reference runs them (cuBLAS at ``peak``)
     for group in groups:
         moved, flops = _group_figures(group, index)
-        floor = max(moved / (bandwidth * 1e3), flops / (peak * 1e6)) if (moved or flops) else 0.0
+        rate = peak
+        family = group.kind == "library" and index[group.nodes[0]].op == GEMM_OP
+        if family:
+            spec = spec_of(index[group.nodes[0]])
+            rate = gemm_family_peak(spec)
+            eager_gemm_us += flops / (peak * 1e6)
+        elif group.kind == "library":
+            eager_gemm_us += flops / (peak * 1e6)
+        floor = max(moved / (bandwidth * 1e3), flops / (rate * 1e6)) if (moved or flops) else 0.0
         covered = group.kind != "torch"
         kind = group.kind
-        if kind == "library":
+        if family:
+            kind, note = "gemm", spec.describe() + f"; floor at {rate:.0f} TFLOP/s"
+        elif kind == "library":
             lib = next(index[n].op for n in group.nodes if library_calls.library_kind(index[n].op))
             kind = library_calls.library_kind(lib) or "gemm"
             note = f"{library_calls.runner(lib)} (library call); what follows it is fused into the next kernel"
@@ -127,10 +157,10 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None) -> P
         plan.flops += flops
         floor_total += floor
     plan.floor_us = floor_total
-    eager_bytes, eager_kernels = _eager_bytes(graph, index)
+    eager_bytes, eager_kernels = _eager_bytes(traced, traced.index())
     plan.eager_bytes = eager_bytes
     plan.eager_kernels = eager_kernels
-    gemm_us = sum(g.floor_us for g in plan.groups if g.kind in LIBRARY_KINDS)
+    gemm_us = eager_gemm_us
     kernels = sum(1 for g in plan.groups if g.kind in KERNEL_KINDS)
     launches = kernels + sum(1 for g in plan.groups if g.kind in LIBRARY_KINDS or g.kind == "torch")
     # Both sides pay a launch per kernel (small tensors are launch-bound, not bandwidth-bound).
@@ -139,11 +169,14 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None) -> P
     if fused_us > 0:
         plan.predicted_speedup = round(max(eager_us, fused_us) / fused_us, 2)
     plan.notes.append(
-        f"{len(graph.nodes)} aten ops → {kernels} fused kernel(s)"
+        f"{len(traced.nodes)} aten ops → {kernels} fused kernel(s)"
         f" + {sum(1 for g in plan.groups if g.kind in LIBRARY_KINDS)} library call(s); eager launches about {eager_kernels}")
+    rates = sorted({f"{gemm_family_peak(spec_of(index[g.nodes[0]])):.0f}" for g in groups
+                    if g.kind == "library" and index[g.nodes[0]].op == GEMM_OP})
+    at = f"{', '.join(rates)} TFLOP/s (tensor cores)" if rates else f"{peak:.0f} TFLOP/s"
     plan.notes.append(
         f"floor {plan.floor_us:.1f} µs ({_fmt_bytes(plan.bytes_moved)} at {bandwidth:.0f} GB/s, "
-        f"{plan.flops / 1e9:.2f} GFLOP at {peak:.0f} TFLOP/s); eager moves {_fmt_bytes(eager_bytes)}")
+        f"{plan.flops / 1e9:.2f} GFLOP at {at}); eager moves {_fmt_bytes(eager_bytes)}")
     return plan
 
 

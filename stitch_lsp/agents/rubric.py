@@ -122,6 +122,8 @@ def static_analysis(candidate: Candidate) -> list[Finding]:
     """Stitch's own CUDA rules (STC001 ...) on the candidate's kernels: warnings and errors, per file."""
     found: list[Finding] = []
     for name, source in sorted(candidate.cuda_sources.items()):
+        if name.endswith(".py"):
+            continue  # a Triton kernel (Python): the CUDA rules do not apply
         # One analyzer slot per file name: candidates replace each other there.
         analysis = analyze_cuda(source, f"<stitch candidate>/{name}")
         found += [attrs.evolve(f, path=name) for f in analysis.findings if f.severity <= Severity.WARNING]

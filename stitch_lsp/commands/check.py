@@ -16,7 +16,8 @@ from pathlib import Path
 
 from stitch_lsp.findings import Severity
 from stitch_lsp.serde import to_dict
-from stitch_lsp.settings import Settings, from_pyproject, merge
+from stitch_lsp.commands.workspace_settings import add_trust_flag, load
+from stitch_lsp.settings import Settings
 
 SUFFIXES = (".cu", ".cuh")
 _SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "info", Severity.HINT: "hint"}
@@ -35,6 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--nvcc", dest="nvcc_path", help="the nvcc to use (default: nvcc on PATH)")
     p.add_argument("-I", dest="include_paths", action="append", default=[], metavar="DIR", help="include path")
     p.add_argument("--timeout", type=float, help="seconds nvcc may take per file")
+    add_trust_flag(p)
     p.set_defaults(func=run)
 
 
@@ -62,7 +64,7 @@ def collect(paths: list[str]) -> tuple[list[Path], list[str]]:
 
 
 def settings_for(args: argparse.Namespace) -> Settings:
-    settings, _ = merge(Settings(), from_pyproject(Path.cwd()))
+    settings = load(Path.cwd(), args, "check")
     overrides = {}
     if args.arch:
         overrides["arch"] = args.arch

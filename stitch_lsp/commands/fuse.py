@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from stitch_lsp.cancellation import CancelToken, ProgressEvent
+from stitch_lsp.commands.workspace_settings import add_trust_flag, load
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,8 +28,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--coder", default="template", choices=["template", "llm", "auto"])
     p.add_argument("--workspace", type=Path, default=None, help="workspace root (default: the file's project)")
     p.add_argument("--no-verify", action="store_true", help="plan and generate only")
+    p.add_argument("--tune-gemm", action="store_true",
+                   help="first time every tile of the GEMM kernels on this GPU and cache the fastest "
+                        "(.stitch/gemm_tiles.json); later fuses use them")
     p.add_argument("--no-record", action="store_true",
                    help="never run the file's get_inputs() to record missing shapes")
+    add_trust_flag(p)
     p.add_argument("--candidates", type=int, default=None, metavar="N",
                    help="LLM Coder: candidates asked for and verified at once each round (default: the "
                         "candidatesPerRound setting, 1); one GPU verifies each")
@@ -82,7 +87,6 @@ def _verifier(settings, root: Path, coder: str = "template", cluster: str | None
 
 def run(args: argparse.Namespace) -> int:
     from stitch_lsp.agents.fuse_region import prepare
-    from stitch_lsp.settings import Settings, from_pyproject, merge
 
     try:
         path, start, end = parse_target(args.target)
@@ -95,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"stitch fuse: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     root = (args.workspace or _workspace_for(path.resolve())).resolve()
-    settings, _ = merge(Settings(), from_pyproject(root))
+    settings = load(root, args, "fuse")
     if args.candidates is not None:
         settings = settings.replace(candidates_per_round=max(1, args.candidates))
     rel = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
@@ -142,7 +146,8 @@ def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, setting
     task = prepared.task
     module_path, func = names_for(task, settings)
     outcome = fuse_task(task, settings, coder=args.coder, verifier=verifier, cancel=CancelToken(),
-                        report=report, workdir=root, edit_namer=lambda _o: (module_path, func))
+                        report=report, workdir=root, edit_namer=lambda _o: (module_path, func),
+                        tune_gemm=args.tune_gemm and verifier is not None)
     if args.json:
         print(outcome_json(outcome))
     else:

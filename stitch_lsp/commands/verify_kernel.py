@@ -16,7 +16,7 @@ from pathlib import Path
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent
 from stitch_lsp.findings import Severity
 from stitch_lsp.serde import to_dict
-from stitch_lsp.settings import Settings, from_pyproject, merge
+from stitch_lsp.commands.workspace_settings import add_trust_flag, load
 from stitch_lsp.verdict import VerdictStatus
 
 EXIT_CORRECT = 0
@@ -41,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="verify again even when the cache has the answer")
     p.add_argument("--workspace", default="", help="workspace root (default: the nearest folder with pyproject.toml or .git)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_trust_flag(p)
     p.set_defaults(func=run)
 
 
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         targets.append((path, kernel))
     root = Path(args.workspace).resolve() if args.workspace else find_root(targets[0][0].parent)
-    settings, _ = merge(Settings(), from_pyproject(root))
+    settings = load(root, args, "verify-kernel")
     checker = KernelChecker(root, settings)
     token = CancelToken()
     previous = signal.signal(signal.SIGINT, lambda *_: token.cancel("interrupted"))

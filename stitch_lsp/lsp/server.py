@@ -298,6 +298,27 @@ class StitchServer(LanguageServer):
             except Exception:
                 log.exception("feature %s failed to register; the server runs without it", name)
 
+    def _start_io_async(self, stdin: Any = None, stdout: Any = None) -> None:
+        """pygls' stdio loop, with framing that survives a malformed frame (``framing.py``)."""
+        import threading
+
+        from pygls.io_ import StdoutWriter
+
+        from stitch_lsp.lsp import framing
+
+        self._stop_event = threading.Event()
+        read_chunk = framing.chunks_of(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(framing.run_async(self._stop_event, read_chunk, self.protocol, self.protocol._send_data,
+                                          self.report_server_error))
+        except BrokenPipeError:
+            log.error("the connection to the client is lost; shutting down")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
     def shutdown_hooks(self) -> None:
         self.emit("shutdown")
         self.analysis_pool.shutdown(wait=False, cancel_futures=True)

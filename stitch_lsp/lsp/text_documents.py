@@ -11,10 +11,14 @@ says they do (``\\n``, ``\\r\\n``, ``\\r``), not at Python's other separators
 from __future__ import annotations
 
 import re
+import logging
 from typing import Sequence
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.workspace import TextDocument, Workspace
+
+log = logging.getLogger(__name__)
 
 _LSP_LINE_END = re.compile(r"\r\n|\r|\n")
 _OTHER_SEPARATORS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -76,3 +80,14 @@ def use_fast_documents(workspace: Workspace) -> None:
         )
 
     workspace._create_text_document = create
+    update = workspace.update_text_document
+
+    def update_if_open(text_doc, change):
+        # A change to a document that is not open (a client bug, or a race with didClose)
+        # has nothing to apply to; it is not an error of the server's.
+        if unquote(text_doc.uri) not in workspace._text_documents:
+            log.warning("didChange for a document that is not open: %s", text_doc.uri)
+            return
+        update(text_doc, change)
+
+    workspace.update_text_document = update_if_open

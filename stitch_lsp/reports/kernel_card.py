@@ -315,7 +315,13 @@ def _how_to_get_more(kernel: str, verdict: Verdict | None, paired: bool, problem
         return [f"*Not verified:* {problem}"]
     if not trusted:
         return ["*Not profiled:* this workspace is not trusted, so Stitch runs nothing (no reference imports, no kernel launches)."]
-    where = "Not profiled yet." if verdict is None or verdict.profile.status == "skipped" else f"No profile: {verdict.profile.message or verdict.profile.status}."
+    prof = verdict.profile if verdict is not None else None
+    if prof is None or (prof.status == "skipped" and not prof.message):
+        where = "Not profiled yet."
+    elif prof.status == "skipped":
+        where = f"Not profiled: {prof.message}."
+    else:
+        where = f"No profile: {prof.message or prof.status}."
     target = f"{Path(cu_path).name}:{kernel}" if cu_path else f"FILE.cu:{kernel}"
     return [
         f"*{where}* Run **Stitch: Profile Kernel** with the cursor on `{kernel}` "

@@ -1,6 +1,7 @@
 """Compile a CUDA kernel once with NVRTC, cache it, and launch it on PyTorch tensors.
 
-Self-contained: the Python standard library and torch only. Stitch copies this
+Self-contained: the Python standard library and torch only (Triton too, for the Triton kernels
+of the GEMM family, imported only when one is loaded). Stitch copies this
 file verbatim into a workspace when a fused kernel is accepted, so the user's own
 program can run the kernel without Stitch installed.
 
@@ -38,7 +39,8 @@ import torch
 
 LOADER_VERSION = "1"
 
-__all__ = ["Kernel", "KernelCompileError", "CompileDiagnostic", "load_kernel", "compile_records", "cache_dir"]
+__all__ = ["Kernel", "KernelCompileError", "CompileDiagnostic", "load_kernel", "load_triton", "compile_records",
+           "cache_dir"]
 
 
 @dataclass
@@ -330,6 +332,113 @@ def _to_disk(key: str, cubin: bytes, mangled: str, log: str) -> None:
         os.replace(tmp, directory / f"{key}.json")
     except OSError:
         pass  # a read-only home only costs the next process a compile
+
+
+# --------------------------------------------------------------------------- Triton
+
+
+_TRITON: dict[str, Any] = {}
+
+
+def load_triton(source: str, name: str) -> Any:
+    """The ``@triton.jit`` kernel ``name`` from ``source`` (a Python module's text).
+
+    Triton reads a kernel's source from its file, so the text is written once, by content hash,
+    under the cache folder (``triton/<hash>.py``) and imported from there; Triton compiles it on
+    the first launch and keeps the binary in its own cache (``~/.triton``). Needs ``triton``
+    (installed with PyTorch on Linux); the error says so when it is missing.
+    """
+    key = hashlib.sha256(f"{LOADER_VERSION}\0{name}\0{source}".encode()).hexdigest()[:32]
+    with _LOCK:
+        if key in _TRITON:
+            return _TRITON[key]
+        start = time.perf_counter()
+        try:
+            import triton  # noqa: F401 - a clear message here beats one from inside the kernel module
+        except ImportError as exc:
+            raise RuntimeError(f"kernel {name!r} is a Triton kernel and Triton is not installed "
+                               "(pip install triton)") from exc
+        import importlib.util
+
+        directory = cache_dir() / "triton"
+        path = directory / f"{key}.py"
+        try:
+            if not path.is_file() or path.read_text(encoding="utf-8") != source:
+                directory.mkdir(parents=True, exist_ok=True)
+                tmp = directory / f".{key}.{os.getpid()}.tmp"
+                tmp.write_text(source, encoding="utf-8")
+                os.replace(tmp, path)
+        except OSError as exc:
+            raise RuntimeError(f"kernel {name!r}: cannot write its Triton module under {directory}: {exc}") from exc
+        spec = importlib.util.spec_from_file_location(f"stitch_triton_{key}", path)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"kernel {name!r}: cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        kernel = TritonKernel(getattr(module, name), name)
+        _TRITON[key] = kernel
+        _RECORDS.append(CompileRecord(name=name, filename=str(path), mangled=name, backend="triton",
+                                      seconds=time.perf_counter() - start, cached="",
+                                      source_sha=hashlib.sha256(source.encode()).hexdigest()[:16]))
+        return kernel
+
+
+class TritonKernel:
+    """A Triton kernel: ``launch(grid, args, meta)``; ``kernel[grid](...)`` is Triton's own launch.
+
+    The first launch of each (device, grid, meta) goes through Triton's JIT (compile or fetch the
+    binary, specialise on the arguments); later ones call the compiled kernel's launcher directly,
+    skipping the JIT's argument binding and cache lookup (tens of microseconds of host time a call,
+    which a GPU waiting on the launch would spend idle). The arguments' dtypes, alignment and
+    count are fixed by the caller's signature (a fused module's program is per input signature).
+    Triton's launch hooks (profilers) keep the JIT path.
+    """
+
+    def __init__(self, fn: Any, name: str) -> None:
+        self.fn = fn
+        self.name = name
+        self._fast: dict[Any, Any] = {}
+
+    def __getitem__(self, grid: Any) -> Any:
+        return self.fn[grid]
+
+    def warmup(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.warmup(*args, **kwargs)
+
+    def launch(self, grid: tuple[int, int, int], args: Sequence[Any], meta: dict[str, int]) -> None:
+        device = args[0].get_device() if args and hasattr(args[0], "get_device") else 0
+        key = (device, grid, tuple(meta.items()))
+        fast = self._fast.get(key)
+        if fast is not None:
+            from triton import knobs
+
+            if knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None:
+                run, function, packed, consts = fast
+                if _LAUNCH_OBSERVERS:
+                    for observer in list(_LAUNCH_OBSERVERS):
+                        observer(self.name, _current_stream_handle(device))
+                run(grid[0], grid[1], grid[2], _current_stream_handle(device), function, packed, None, None, None,
+                    *args, *consts)
+                return
+        if _LAUNCH_OBSERVERS:
+            for observer in list(_LAUNCH_OBSERVERS):
+                observer(self.name, _current_stream_handle(device))
+        compiled = self.fn[grid](*args, **meta)
+        if key not in self._fast:
+            self._fast[key] = self._fast_path(compiled, len(args), meta)
+
+    def _fast_path(self, compiled: Any, nargs: int, meta: dict[str, int]) -> Any:
+        """(launcher, function, metadata, constexpr values) of a compiled kernel, or None (keep the JIT)."""
+        names = list(getattr(self.fn, "arg_names", []) or [])
+        try:
+            consts = [meta[n] for n in names[nargs:]]
+            run, function, packed = compiled.run, compiled.function, compiled.packed_metadata
+        except (AttributeError, KeyError, TypeError):
+            return None  # another Triton (or its interpreter): every launch through the JIT
+        if len(names) != nargs + len(consts) or function is None:
+            return None
+        return run, function, packed, consts
 
 
 # --------------------------------------------------------------------------- arguments

@@ -12,6 +12,7 @@ HANDLERS: dict[str, str] = {
     "verify": "stitch_lsp.worker.verify_handler",
     "copy_bandwidth": "stitch_lsp.worker.copy_bandwidth_handler",
     "trace": "stitch_lsp.worker.trace_handler",
+    "gemm_tune": "stitch_lsp.worker.gemm_tune_handler",
 }
 
 # Modules that serve several kinds expose ``handle_<kind>`` instead of ``handle``.

@@ -74,6 +74,18 @@ def _decompositions() -> dict:
             out = out + bias.reshape(1, c, 1)
         return out.reshape(x.shape).to(x.dtype), mean.reshape(n, groups), rstd.reshape(n, groups)
 
+    def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
+        # Per-channel scale and shift with the running statistics: pointwise work a GEMM epilogue can take.
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        xf = acc(x)
+        out = (xf - running_mean.reshape(shape)) * torch.rsqrt(running_var.reshape(shape) + eps)
+        if weight is not None:
+            out = out * weight.reshape(shape)
+        if bias is not None:
+            out = out + bias.reshape(shape)
+        empty = x.new_empty((0,), dtype=xf.dtype)
+        return out.to(x.dtype), empty, empty
+
     def var_mean(x, dims=None, *, correction=None, keepdim=False):
         dims = list(range(x.dim())) if dims is None else list(dims)
         mean = torch.mean(x, dims, keepdim=True)
@@ -130,9 +142,6 @@ def _decompositions() -> dict:
     def batch_norm_no_stats(x, weight, bias, training, momentum, eps):
         return batch_norm(x, weight, bias, None, None, True, momentum, eps)
 
-    def batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
-        return batch_norm(x, weight, bias, running_mean, running_var, False, momentum, eps)
-
     def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         xf = x.to(dtype) if dtype is not None else x
         dims = list(range(xf.dim())) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
@@ -154,7 +163,6 @@ def _decompositions() -> dict:
 
     table[aten._native_batch_norm_legit.default] = batch_norm_legit
     table[aten._native_batch_norm_legit.no_stats] = batch_norm_no_stats
-    table[aten._native_batch_norm_legit_no_training.default] = batch_norm_no_training
     table[aten.native_batch_norm.default] = batch_norm
     table[aten.linalg_vector_norm.default] = vector_norm
     table[aten.max.dim] = extreme_dim(torch.amax, torch.argmax)
@@ -170,6 +178,7 @@ def _decompositions() -> dict:
     table[aten.native_group_norm.default] = group_norm
     table[aten.var_mean.correction] = var_mean
     table[aten.var.correction] = var
+    table[aten._native_batch_norm_legit_no_training.default] = batch_norm_inference
     return table
 
 
@@ -292,7 +301,9 @@ def trace_task(task_source: str) -> TraceReply:
     try:
         with torch.device("meta"):
             init = module.get_init_inputs()
-            model = module.Model(*init)
+            # Inference mode, as the Verifier runs the reference: BatchNorm with its running statistics,
+            # dropout off (a graph traced in training mode computes something else).
+            model = module.Model(*init).eval()
             inputs = list(module.get_inputs())
     except Exception as exc:
         return TraceReply(ok=False, message=f"building the task's model failed: {type(exc).__name__}: {exc}")

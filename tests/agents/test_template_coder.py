@@ -48,9 +48,14 @@ def test_memory_bound_tasks_are_one_kernel(traced):
         assert program.uncovered_ops == [], (name, program.uncovered_ops)
 
 
-def test_gemm_tasks_keep_the_gemm_on_cublas_and_fuse_the_epilogue(traced):
+def test_gemm_tasks_take_the_gemm_family_or_keep_cublas_and_fuse_the_epilogue(traced):
     task, graph = traced["gemm_linear_bias_gelu_fp32"]
-    program = lower(graph)
+    program = lower(graph)  # fp32: the GEMM family's 3xTF32 kernel, the epilogue in it
+    assert program.uncovered_ops == []
+    assert [(k.kind, k.backend) for k in program.kernels] == [("gemm", "triton")]
+    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
+
+    program = lower(graph, GemmOptions(mode="cublas"))
     assert [u.split(" ")[0] for u in program.uncovered_ops] == ["aten.addmm.default"]
     assert len(program.kernels) == 1 and program.kernels[0].kind == "pointwise"
 
@@ -86,10 +91,12 @@ def test_every_generated_kernel_compiles_with_nvcc(traced, tmp_path):
     jobs = []
     for name, (task, graph) in traced.items():
         for spec in lower(graph).kernels:
+            if spec.backend != "nvrtc":
+                continue  # the GEMM family's Triton kernels: tests/agents/test_gemm_family*.py
             path = tmp_path / f"{name}_{spec.name}.cu"
             path.write_text(spec.source)
             jobs.append(path)
-    assert len(jobs) >= 30
+    assert len(jobs) >= 25
 
     def build(path: Path):
         out = subprocess.run([nvcc, "-arch=sm_90", "-c", "-Xptxas", "-v", "-o", str(path.with_suffix(".o")), str(path)],

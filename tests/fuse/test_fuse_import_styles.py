@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.fuse_edit import LOADER_MODULE, loader_source
+from stitch_lsp.agents.fuse_edit import LOADER_MODULE, loader_import, loader_source
 from stitch_lsp.agents.template_coder import edit_module, lower
 from stitch_lsp.pipeline import Plan
 from stitch_lsp.serde import from_json
@@ -209,7 +209,7 @@ def test_generated_task_and_kernel_modules_import_what_they_use(tmp_path, text, 
     kernels.mkdir(parents=True)
     (kernels / "__init__.py").write_text("")
     (kernels / f"{LOADER_MODULE}.py").write_text(loader_source())
-    (kernels / "fused.py").write_text(edit_module(lower(plan.graph), loader_import=f"from .{LOADER_MODULE} import load_kernel",
+    (kernels / "fused.py").write_text(edit_module(lower(plan.graph), loader_import=loader_import(True),
                                                   func_name="fused", header="test"))
     assert undefined_globals((kernels / "fused.py").read_text()) == set()
     # A fresh interpreter that cannot import Stitch (-I: no PYTHONPATH, no user site; and a finder

@@ -43,3 +43,12 @@ def test_hints_sit_at_the_end_of_the_fused_function_definition():
 
 def test_no_definition_no_hints():
     assert generated_module_hints("/ws/f.py", MODULE, "some_other_function", verdict()) == []
+
+
+def test_the_plans_floor_shows_against_the_measured_time():
+    hints = generated_module_hints("/ws/f.py", MODULE, "fused_block_1a2b3c4d", verdict(), floor_us=60.0)
+    (floor,) = [h for h in hints if h.label.startswith("floor")]
+    assert floor.label == "floor 60 µs · 60%"  # 60 µs predicted, 100 µs measured
+    assert "Predicted floor 60.0 µs, measured 100.0 µs" in floor.tooltip
+    assert not [h for h in generated_module_hints("/ws/f.py", MODULE, "fused_block_1a2b3c4d", verdict())
+                if h.label.startswith("floor")]

@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["STITCH_CONFIG"] = os.devnull  # the tester's own ~/.config/stitch never reaches a test
     env.update(extra or {})
     return env
 

@@ -122,7 +122,9 @@ async def test_pull_client_gets_compile_diagnostics(tmp_path):
 async def test_missing_nvcc_one_message(tmp_path):
     path = tmp_path / "clean.cu"
     path.write_text(CLEAN)
-    async with running_server(tmp_path, settings={"nvccPath": str(tmp_path / "no" / "nvcc")}) as client:
+    # The user's own setting (user scope): an untrusted workspace could not choose the compiler.
+    user = {"userSettings": {"nvccPath": str(tmp_path / "no" / "nvcc")}}
+    async with running_server(tmp_path, initialization_options=user) as client:
         uri = open_doc(client, path)
         for _ in range(3):
             save_doc(client, uri)
@@ -157,8 +159,9 @@ async def test_hanging_nvcc_is_killed(tmp_path):
     fake.chmod(0o755)
     path = tmp_path / "clean.cu"
     path.write_text(CLEAN)
-    settings = {"nvccPath": str(fake), "compileTimeoutS": 1.5, "arch": "sm_90"}
-    async with running_server(tmp_path, settings=settings) as client:
+    settings = {"compileTimeoutS": 1.5, "arch": "sm_90"}
+    user = {"userSettings": {"nvccPath": str(fake)}}
+    async with running_server(tmp_path, settings=settings, initialization_options=user) as client:
         uri = open_doc(client, path)
         save_doc(client, uri)
         await wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, 30, "the fake nvcc to start")

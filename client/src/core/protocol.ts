@@ -43,10 +43,23 @@ export interface SetApiKeyParams {
   apiKey: string | null;
 }
 
+/**
+ * Notification, client → server, when settings change: the values from the user's own
+ * settings only. While the workspace is untrusted, the server takes the settings that
+ * name programs from these (and the user's config file), never from `settings` or
+ * `workspace/configuration`, which an editor merges with the workspace's own.
+ */
+export const SET_USER_SETTINGS_NOTIFICATION = "stitch/setUserSettings";
+export interface SetUserSettingsParams {
+  settings: Record<string, unknown>;
+}
+
 /** What the client sends as `initializationOptions`; the key is never part of it. */
 export interface InitializationOptions {
   trusted: boolean;
   settings: Record<string, unknown>;
+  /** User-scope values only (see SET_USER_SETTINGS_NOTIFICATION). */
+  userSettings: Record<string, unknown>;
 }
 
 /** Server commands (workspace/executeCommand) the editor offers in the palette and menus. */

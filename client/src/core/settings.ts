@@ -108,6 +108,16 @@ export function explicitSettingValue(
   return inspected.workspaceFolderValue ?? inspected.workspaceValue ?? inspected.globalValue;
 }
 
+/**
+ * The value from the user's own settings only (never the workspace's), for
+ * `initializationOptions.userSettings` / `stitch/setUserSettings`: while the
+ * workspace is untrusted the server takes programs (nvccPath, python, -ccbin ...)
+ * from these alone, whatever the merged settings say.
+ */
+export function userSettingValue(inspected: InspectedSetting | undefined): unknown {
+  return inspected?.globalValue;
+}
+
 /** `capabilities.untrustedWorkspaces.restrictedConfigurations` of a package.json object. */
 export function restrictedKeys(packageJson: unknown): string[] {
   const caps = (packageJson as { capabilities?: { untrustedWorkspaces?: { restrictedConfigurations?: string[] } } })

@@ -29,6 +29,7 @@ import {
   SERVER_INFO_REQUEST,
   SET_API_KEY_NOTIFICATION,
   SET_TRUSTED_NOTIFICATION,
+  SET_USER_SETTINGS_NOTIFICATION,
   STATUS_NOTIFICATION,
   type InitializationOptions,
   type LlmStatus,
@@ -48,6 +49,7 @@ import {
   restrictedKeys,
   serverSettingKeys,
   serverSettings,
+  userSettingValue,
 } from "../core/settings";
 import type { ServerState } from "../core/statusText";
 import { pipeServerStderr, type TraceChannel } from "./channels";
@@ -176,6 +178,19 @@ export class ServerController implements vscode.Disposable {
     );
   }
 
+  /** The server settings from the user's own (global) settings only: never the workspace's. */
+  userSettings(): Record<string, unknown> {
+    const config = vscode.workspace.getConfiguration(SECTION);
+    return serverSettings(SERVER_KEYS, (key) => userSettingValue(config.inspect(key)));
+  }
+
+  /** After a settings change: the user-scope values, which an untrusted workspace cannot override. */
+  async sendUserSettings(): Promise<void> {
+    if (this.client && this.running) {
+      await this.client.sendNotification(SET_USER_SETTINGS_NOTIFICATION, { settings: this.userSettings() });
+    }
+  }
+
   private setState(state: ServerState, detail?: string): void {
     this.state = state;
     this.events.onStateChanged(state, detail);
@@ -265,6 +280,7 @@ export class ServerController implements vscode.Disposable {
       initializationOptions: (): InitializationOptions => ({
         trusted: vscode.workspace.isTrusted,
         settings: this.settingsFor(vscode.workspace.workspaceFolders?.[0]?.uri),
+        userSettings: this.userSettings(),
       }),
       initializationFailedHandler: (error: unknown) => {
         const message = error instanceof Error ? error.message : String(error);

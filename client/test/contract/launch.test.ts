@@ -123,7 +123,12 @@ function capabilities(pull: boolean): Record<string, unknown> {
 }
 
 async function initialize(s: Session, pull: boolean, trusted = false, root = workspace): Promise<{ capabilities: Record<string, any> }> {
-  const initializationOptions: InitializationOptions = { trusted, settings: { onSave: { compile: false, verify: false } } };
+  const initializationOptions: InitializationOptions = {
+    trusted,
+    // The merged view names a workspace nvcc; the user's own scope names theirs.
+    settings: { onSave: { compile: false, verify: false }, nvccPath: "./workspace-nvcc" },
+    userSettings: { nvccPath: "/opt/user-cuda/bin/nvcc" },
+  };
   const result = await withTimeout(
     s.conn.sendRequest<{ capabilities: Record<string, any> }>("initialize", {
       processId: process.pid,
@@ -230,6 +235,8 @@ describe("launch contract: the real server over stdio", { timeout: 300_000 }, ()
 
       const info = await s.conn.sendRequest<ServerInfo>(SERVER_INFO_REQUEST, {});
       assert.equal(info.trusted, false, "initializationOptions.trusted reached the server");
+      const chosen = (info as unknown as { settings: { nvcc_path: string } }).settings.nvcc_path;
+      assert.equal(chosen, "/opt/user-cuda/bin/nvcc", "untrusted: the user's nvcc, never the workspace's");
       assert.equal(info.torchLoaded, false, "the server process never imports torch");
       assert.equal(info.pid, s.child.pid);
 

@@ -10,6 +10,7 @@ import {
   serverSettingKeys,
   serverSettings,
   toSnakeCase,
+  userSettingValue,
 } from "../../src/core/settings";
 import { readPackageJson, repoRoot, serverEnv, testPython } from "../helpers";
 
@@ -112,6 +113,13 @@ describe("serverSettings", () => {
     assert.equal(explicitSettingValue(inspected, false, false), "./.venv/bin/python");
     assert.equal(explicitSettingValue({ workspaceFolderValue: 2, workspaceValue: 1 }, true, false), 2);
     assert.equal(explicitSettingValue(undefined, true, false), undefined);
+  });
+
+  it("sends user-scope values apart, never a workspace's", () => {
+    const inspected = { globalValue: "/usr/local/cuda/bin/nvcc", workspaceValue: "./evil.sh", workspaceFolderValue: "./x" };
+    assert.equal(userSettingValue(inspected), "/usr/local/cuda/bin/nvcc");
+    assert.equal(userSettingValue({ workspaceValue: "./evil.sh" }), undefined);
+    assert.equal(userSettingValue(undefined), undefined);
   });
 
   it("restarts the server only for the interpreter", () => {

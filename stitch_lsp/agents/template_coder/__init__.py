@@ -12,6 +12,7 @@ lower stays PyTorch and is listed in ``Candidate.blocking_ops``.
 
 from __future__ import annotations
 
+from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
 from stitch_lsp.agents.template_coder.lower import LoweredProgram, lower, sm_of
 from stitch_lsp.agents.template_coder.binding import candidate_module, edit_module
 from stitch_lsp.pipeline import Candidate, Plan, Task
@@ -20,14 +21,18 @@ from stitch_lsp.pipeline import Candidate, Plan, Task
 class TemplateCoder:
     name = "template"
 
+    def __init__(self, gemm: GemmOptions | None = None) -> None:
+        self.gemm = gemm  # which GEMMs the Triton family takes, with which tiles (None: the defaults)
+
     def generate(self, task: Task, plan: Plan, feedback: str | None = None) -> Candidate:
         if plan.graph is None:
             raise ValueError("the plan has no traced graph; the template Coder lowers the traced graph")
-        program = lower(plan.graph, sm=sm_of(plan.device_name))
+        program = lower(plan.graph, self.gemm, sm=sm_of(plan.device_name))
         module = candidate_module(task, program)
         return Candidate(
             module_source=module,
-            cuda_sources={f"{k.name}.cu": k.source for k in program.kernels},
+            # Triton kernels (the GEMM family) are Python modules: .py, so CUDA tools and rules skip them.
+            cuda_sources={f"{k.name}{'.py' if k.backend == 'triton' else '.cu'}": k.source for k in program.kernels},
             coder="template",
             notes=program.notes,
             uncovered_ops=program.uncovered_ops,

@@ -20,7 +20,7 @@ from stitch_lsp.agents.template_coder.program import program_data
 from stitch_lsp.pipeline import Task
 from stitch_lsp.serde import to_json
 
-LOADER_IMPORT = "from stitch_lsp.runtime.loader import load_kernel"
+LOADER_IMPORT = "from stitch_lsp.runtime.loader import load_kernel, load_triton"
 
 _RUNTIME = '''
 _KERNELS = {}
@@ -96,6 +96,12 @@ class _Prepared:
         self.tuple = data["tuple"]
         self.steps = []
         for step in data["steps"]:
+            if "triton" in step:
+                outs = [(o, tuple(shape), getattr(torch, dtype)) for o, shape, dtype in step["outputs"]]
+                meta = dict(step["meta"])
+                self.steps.append(["triton", step["triton"], data["sources"][step["triton"]], step["args"], outs,
+                                   tuple(step["grid"]), meta, None, step.get("tuple") or ""])
+                continue
             name = step.get("kernel")
             if name is None:
                 op = step["op"]
@@ -130,6 +136,17 @@ class _Prepared:
                     kernel = _KERNELS[source] = load_kernel(source, name)
                 kernel(grid, block, args)
                 step[7] = kernel
+            elif kind == "triton":
+                _, name, source, arg_names, outs, grid, meta, kernel, tuple_name = step
+                args = [_ready(env[a]) for a in arg_names]
+                for out, shape, dtype in outs:
+                    t = env[out] = torch.empty(shape, dtype=dtype, device=device)
+                    args.append(t)
+                if kernel is None:
+                    kernel = step[7] = _KERNELS.get(source) or _KERNELS.setdefault(source, load_triton(source, name))
+                kernel.launch(grid, args, meta)
+                if tuple_name:
+                    env[tuple_name] = tuple(env[o] for o, _, _ in outs)
             elif kind == "op":
                 env[step[1]] = step[2](*_value(step[3], env, device), **_value(step[4], env, device))
             else:
@@ -145,7 +162,8 @@ def _run(prog, tensors):
 
 def _module_body(program: LoweredProgram, loader_import: str, func_name: str) -> str:
     data = program_data(program)
-    graph_json = to_json(program.graph) if program.graph.symbolic else "{}"
+    traced = program.source_graph or program.graph
+    graph_json = to_json(traced) if traced.symbolic else "{}"
     return f'''import torch
 {loader_import}
 
@@ -180,7 +198,10 @@ def candidate_module(task: Task, program: LoweredProgram, loader_import: str = L
             call_args.append(f"self.get_buffer({i.path!r})")
         else:
             call_args.append(f"x{i.index}")
-    return f'''"""Fused by Stitch's template Coder. Kernels: {", ".join(k.name for k in program.kernels) or "none"}."""
+    return f'''"""Fused by Stitch's template Coder. Kernels: {", ".join(k.name for k in program.kernels) or "none"}.
+
+{runtime_dependencies(program)}
+"""
 import json
 import types
 
@@ -198,8 +219,17 @@ class ModelNew(_reference.Model):
 '''
 
 
+def runtime_dependencies(program: LoweredProgram) -> str:
+    """What the generated module needs besides torch, for its header."""
+    if any(k.backend == "triton" for k in program.kernels):
+        return ("Runtime dependencies: torch and Triton (the GEMM kernels are Triton kernels; Triton comes with "
+                "PyTorch on Linux).")
+    return "Runtime dependency: torch."
+
+
 def edit_module(program: LoweredProgram, *, loader_import: str, func_name: str, header: str) -> str:
     """The module written into the user's workspace: the fused function and its kernels."""
+    header = f"{header}\n\n{runtime_dependencies(program)}"
     return f'''"""{header}"""
 import json
 

@@ -32,13 +32,18 @@ class KernelSpec:
 
     name: str
     source: str
-    kind: str  # pointwise | row_reduction
+    kind: str  # pointwise | row_reduction | col_reduction | scan | gemm
     params: list[str] = field(factory=list)  # value names, in parameter order (inputs then outputs)
     outputs: list[str] = field(factory=list)
     grid: int = 1
     block: int = THREADS
     note: str = ""
     bytes_moved: int = 0
+    backend: str = "nvrtc"  # nvrtc: CUDA C++ source; triton: a Python module with one @triton.jit kernel
+    # Triton launches: the constexpr arguments (the tile), num_warps, num_stages; and the name of the
+    # tuple value a kernel of several outputs stands for (its outputs are read through getitem).
+    meta: dict[str, int] = field(factory=dict)
+    tuple_name: str = ""
     # Buffers the kernel writes that no graph node names (a split row's partial results): name -> (shape, dtype).
     scratch: dict = field(factory=dict)
 

@@ -18,8 +18,18 @@ from stitch_lsp.agents import library_calls
 from stitch_lsp.agents.fusion import Group
 from stitch_lsp.op_graph import OpGraph, OpNode
 
-# kind ("gemm" | "conv" | "pool" | "attention") -> lowering(group, index, graph) -> a KernelSpec or None.
-LOWERINGS: dict[str, Callable[[Group, dict[str, OpNode], OpGraph], object]] = {}
+def _gemm_family(group: Group, index: dict[str, OpNode], graph: OpGraph):
+    """The GEMM family's kernel (Triton, with its fused epilogue) for the GEMMs it took
+    (``gemm_match.fuse_gemms`` made them ``stitch.gemm`` nodes); the others stay cuBLAS calls."""
+    from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP
+    from stitch_lsp.agents.template_coder.gemm_triton import gemm_kernel
+
+    node = library_op(group, index)
+    return gemm_kernel(node) if node.op == GEMM_OP else None
+
+
+# kind ("gemm" | "conv" | "pool" | "attention" | "random") -> lowering(group, index, graph) -> a KernelSpec or None.
+LOWERINGS: dict[str, Callable[[Group, dict[str, OpNode], OpGraph], object]] = {"gemm": _gemm_family}
 
 
 def library_op(group: Group, index: dict[str, OpNode]) -> OpNode:

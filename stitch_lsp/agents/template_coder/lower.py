@@ -7,6 +7,8 @@ from attrs import define, field
 from stitch_lsp.agents import library_calls, op_table
 from stitch_lsp.agents.fusion import Group, simplify, split, split_tail
 from stitch_lsp.agents.template_coder.emitter import Unsupported
+from stitch_lsp.agents.template_coder.gemm_match import fuse_gemms
+from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.agents.template_coder.kernels import KernelSpec, pointwise_kernel
 from stitch_lsp.agents.template_coder.reduction_kernels import reduction_kernels
 from stitch_lsp.agents.template_coder.scan_kernel import scan_kernel
@@ -42,6 +44,7 @@ class LoweredProgram:
     library_calls: list[str] = field(factory=list)  # ops a library runs by design (cuBLAS, cuDNN, pooling)
     # Ops left to PyTorch because no template covers them: what stops the task being covered.
     blocking_ops: list[str] = field(factory=list)
+    source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
 
     @property
     def covered(self) -> bool:
@@ -58,13 +61,17 @@ def sm_of(device_name: str) -> int:
     return 90
 
 
-def lower(graph: OpGraph, sm: int = 90) -> LoweredProgram:
-    """``sm``: the compute capability the kernels are for (Hopper's clusters from 90); the Planner's H100 by
+def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90) -> LoweredProgram:
+    """``gemm``: which GEMMs the GEMM family takes (with their epilogues; the rest stay cuBLAS calls);
+    ``sm``: the compute capability the kernels are for (Hopper's clusters from 90); the Planner's H100 by
     default, the device's own when a candidate re-lowers itself for new shapes."""
-    graph, folded = fold_library_epilogues(simplify(graph))
+    source = graph
+    graph, _ = fuse_gemms(simplify(graph), (gemm or default_options()).choose)
+    graph, folded = fold_library_epilogues(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded)
+    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded,
+                             source_graph=source)
     pending = list(groups)
     while pending:
         group = pending.pop(0)

@@ -1,9 +1,12 @@
 """A lowered program as plain JSON-able data: what the generated binding interprets at run time.
 
 ``{"inputs": [...], "checks": [[shape, dtype], ...], "steps": [...], "outputs": [...],
-"tuple": bool, "sources": {kernel: cuda}}``; a step is either a kernel launch
-``{"kernel", "grid", "block", "args", "outputs": [[name, shape, dtype], ...]}`` or a
-PyTorch call ``{"op", "name", "args", "kwargs"}`` (GEMMs, views, uncovered ops).
+"tuple": bool, "sources": {kernel: cuda or triton module}}``; a step is a kernel launch
+``{"kernel", "grid", "block", "args", "outputs": [[name, shape, dtype], ...]}``, a Triton
+launch ``{"triton", "grid", "args", "outputs", "meta", "tuple"}`` (the GEMM family; ``meta``
+holds the tile's constexprs, ``num_warps`` and ``num_stages``; ``tuple`` names the value its
+outputs form when there are several), or a PyTorch call ``{"op", "name", "args", "kwargs"}``
+(GEMMs left to cuBLAS, views, uncovered ops).
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
         if step.kernel is not None:
             k = step.kernel
             leaves = k.params[: len(k.params) - len(k.outputs)]
+            if k.backend == "triton":
+                steps.append({
+                    "triton": k.name, "grid": [k.grid, 1, 1], "args": leaves, "meta": dict(k.meta),
+                    "outputs": [[o, list(index[o].shape), index[o].dtype] for o in k.outputs], "tuple": k.tuple_name,
+                })
+                continue
             steps.append({
                 "kernel": k.name, "grid": k.grid, "block": k.block, "args": leaves,
                 "outputs": [[o, list(index[o].shape), index[o].dtype] if o in index

@@ -22,12 +22,13 @@ from pygls.uris import from_fs_path
 from stitch_lsp.agents.fuse_edit import FuseEdit, build_edit, names_for
 from stitch_lsp.reports.verdict_hints import generated_module_hints
 from stitch_lsp.agents.fuse_region import prepare
-from stitch_lsp.agents.fuse_service import FuseOutcome, fuse_task
+from stitch_lsp.agents.fuse_service import FuseOutcome, fuse_task, gemm_options, tune_gemm_tiles
 from stitch_lsp.agents.llm_coder import key_configured
 from stitch_lsp.agents.shapes import comment_block, comment_template, resolve
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
 from stitch_lsp.jobs import JobSpec
+from stitch_lsp.jobs.queue import Priority
 from stitch_lsp.lsp.progress import job_queue
 from stitch_lsp.lsp.server import StitchServer
 
@@ -190,6 +191,8 @@ class Fuser:
             return
         module_path, func = state["names"]
         self._publish_rubric(outcome)
+        if outcome.untuned_gemms and outcome.verdict is not None and outcome.verdict.status.value != "no_gpu":
+            self._tune_gemms(outcome, root)
         if not outcome.offerable:
             self._fail(uri, rng, outcome.message or "no kernel to offer",
                        warning=outcome.verdict is not None and outcome.verdict.status.value == "no_gpu",
@@ -213,7 +216,34 @@ class Fuser:
         module_file = root / module_path
         module_uri = from_fs_path(str(module_file)) or str(module_file)
         server.hints.set(module_uri, SOURCE, generated_module_hints(
-            str(module_file), edit.files.get(module_path, ""), func, outcome.verdict))
+            str(module_file), edit.files.get(module_path, ""), func, outcome.verdict,
+            floor_us=outcome.plan.floor_us if outcome.plan is not None else None))
+
+    def _tune_gemms(self, outcome: FuseOutcome, root: Path) -> None:
+        """A background job: time the GEMM-family kernels' tiles on this GPU and cache the fastest
+        (``.stitch/gemm_tiles.json``); fusing again uses them. The kernel just offered keeps its tiles."""
+        server = self.server
+        graph = outcome.plan.graph if outcome.plan is not None else None
+        if graph is None:
+            return
+
+        def run(cancel, report) -> list[str]:
+            verifier = self.verifier()
+            gemm = gemm_options(server.settings, root, verifier.device_info())
+            return tune_gemm_tiles(graph, gemm, verifier, cancel=cancel, report=report)
+
+        spec = JobSpec(key=f"gemm-tune:{outcome.task.key()}", title="Stitch: measure GEMM tiles", run=run,
+                       priority=Priority.BACKGROUND, gpu=True, gpu_index=server.settings.gpu_index, timeout_s=900)
+        job = job_queue(server).submit(spec)
+
+        def done(future: Any) -> None:
+            if future.cancelled() or future.exception() is not None:
+                return
+            lines = future.result() or []
+            server.call_soon(lambda: server.show_message(
+                "Stitch: GEMM tiles measured (fuse again to use them): " + "; ".join(lines[:3]), lsp.MessageType.Info))
+
+        job.future.add_done_callback(done)
 
     def _publish_rubric(self, outcome: FuseOutcome) -> None:
         """Rubric findings and hack flags as diagnostics on the generated files (``.stitch/tasks/...``)."""

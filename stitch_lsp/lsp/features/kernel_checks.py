@@ -374,6 +374,13 @@ def verdict_findings(path: str, pairing: Pairing, verdict: Verdict, lines: list[
         add(at_kernel, Severity.WARNING, f"STITCH-{s.value.upper().replace('_', '-')}", verdict.summary or s.value, tuple(verdict.events[-3:]))
     for flag in verdict.hack_flags:
         add(at_kernel, Severity.ERROR, flag.code, f"anti-hacking: {flag.message}", (flag.evidence,) if flag.evidence else ())
+    # Asked for, got that far, not done (a tool missing, a failed run): say why where the user looks.
+    ran = s in (VerdictStatus.CORRECT, VerdictStatus.INCORRECT, VerdictStatus.HACKING)
+    if ran and verdict.profile.status in ("skipped", "error") and verdict.profile.message:
+        add(at_kernel, Severity.INFO, "STITCH-NO-PROFILE", f"`{k}` not profiled: {verdict.profile.message}")
+    if ran and verdict.sanitizer.status in ("skipped", "error") and verdict.sanitizer.message:
+        add(at_kernel, Severity.INFO, "STITCH-NO-SANITIZER",
+            f"`{k}` not sanitized: {verdict.sanitizer.message}")
     cu_name = Path(pairing.cu_path).name
     for f in verdict.sanitizer.findings:
         if f.line is not None and (not f.file or Path(f.file).name == cu_name) and f.line < len(lines):

@@ -1,10 +1,16 @@
 """Initialise, shut down, load settings from every source, and workspace trust.
 
-Settings are rebuilt from their layers whenever one changes: defaults ←
+Settings are rebuilt from their layers whenever one changes (``settings.build``):
+defaults ← the user's config file ← ``userSettings`` (the editor's user-scope
+values: ``initializationOptions.userSettings``, ``stitch/setUserSettings``) ←
 ``[tool.stitch]`` in the workspace's pyproject.toml ← initializationOptions ←
-``workspace/configuration`` (section ``stitch``). Trust is never read from those
-layers (a cloned repository must not be able to trust itself): only the client
-sets it, through ``initializationOptions.trusted`` or ``stitch/setTrusted``.
+``workspace/configuration`` (section ``stitch``). The last three are what the
+workspace can write (an editor's merged view includes its workspace settings
+files), so while the workspace is untrusted they cannot name programs, pass
+options that load code or point outside it (``workspace_trust``); the user is told
+once what was left out. Trust is never read from those layers (a cloned
+repository must not be able to trust itself): only the client sets it, through
+``initializationOptions.trusted`` or ``stitch/setTrusted``.
 """
 
 from __future__ import annotations
@@ -19,19 +25,31 @@ from pygls.uris import to_fs_path
 
 from stitch_lsp.lsp.server import StitchServer
 from stitch_lsp.lsp.text_documents import use_fast_documents
-from stitch_lsp.settings import Settings, from_pyproject, merge
+from stitch_lsp.settings import Layer, build, from_pyproject, from_user_config, user_config_path
+from stitch_lsp.workspace_trust import Ignored, summary
 
 log = logging.getLogger(__name__)
 
 SET_TRUSTED = "stitch/setTrusted"
-_LAYERS = ("pyproject", "initializationOptions", "workspace/configuration")
-_NOT_FROM_SETTINGS = ("trusted",)
+SET_USER_SETTINGS = "stitch/setUserSettings"
+# (layer, can the workspace write it?), in merge order.
+_LAYERS = (
+    ("user config", False),
+    ("userSettings", False),
+    ("pyproject.toml", True),
+    ("initializationOptions", True),
+    ("workspace/configuration", True),
+)
+# Keys of initializationOptions that are not settings.
+_OPTION_KEYS = ("trusted", "settings", "userSettings")
 
 
 class SettingsLayers:
     def __init__(self) -> None:
-        self.layers: dict[str, dict[str, Any]] = {name: {} for name in _LAYERS}
+        self.layers: dict[str, dict[str, Any]] = {name: {} for name, _ in _LAYERS}
         self.reported: set[str] = set()
+        self.pending: list[Ignored] = []  # ignored workspace values not yet told to the user
+        self.ready = False  # the client's own settings are in
 
 
 def _root_of(params: lsp.InitializeParams) -> Path | None:
@@ -48,37 +66,75 @@ def _root_of(params: lsp.InitializeParams) -> Path | None:
     return None
 
 
-def _settings_part(options: Any) -> dict[str, Any]:
-    """The settings carried in initializationOptions: ``{settings: {...}}`` or flat."""
-    if not isinstance(options, dict):
-        return {}
-    part = options.get("settings", options)
+def _plain(value: Any) -> Any:
+    """Params of custom messages may arrive as namedtuples: back to dicts and lists."""
+    if hasattr(value, "_asdict"):
+        value = value._asdict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _as_settings(part: Any) -> dict[str, Any]:
+    part = _plain(part)
     if isinstance(part, list):  # some clients send one settings object per workspace folder
         part = part[0] if part and isinstance(part[0], dict) else {}
     return part if isinstance(part, dict) else {}
 
 
-def _without_trust(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    dropped = [k for k in raw if k in _NOT_FROM_SETTINGS]
-    inner = raw.get("stitch")
-    if isinstance(inner, dict):
-        dropped += [k for k in inner if k in _NOT_FROM_SETTINGS]
-        raw = {**raw, "stitch": {k: v for k, v in inner.items() if k not in _NOT_FROM_SETTINGS}}
-    return {k: v for k, v in raw.items() if k not in _NOT_FROM_SETTINGS}, dropped
+def _settings_part(options: Any) -> dict[str, Any]:
+    """The settings carried in initializationOptions: ``{settings: {...}}`` or flat."""
+    if not isinstance(options, dict):
+        return {}
+    if "settings" in options:
+        return _as_settings(options["settings"])
+    return {k: v for k, v in options.items() if k not in _OPTION_KEYS}
+
+
+def _tell_untrusted(server: StitchServer, ignored: list[Ignored]) -> None:
+    """Log each newly ignored value; the user gets one message for all of them once the client's
+    settings are in (so a workspace's pyproject and its editor settings make one message, not two)."""
+    layers: SettingsLayers = server.settings_layers
+    for item in ignored:
+        tag = f"untrusted:{item.source}:{item.key}:{item.value}"
+        if tag not in layers.reported:
+            layers.reported.add(tag)
+            layers.pending.append(item)
+            server.log_message(f"Stitch: ignored {item.describe()}; the workspace is not trusted",
+                               lsp.MessageType.Warning)
+    if layers.ready:
+        flush_untrusted(server)
+
+
+def flush_untrusted(server: StitchServer) -> None:
+    layers: SettingsLayers = server.settings_layers
+    layers.ready = True
+    pending, layers.pending = layers.pending, []
+    if pending:
+        server.show_message(
+            f"Stitch ignored settings because this workspace is not trusted, {summary(pending)}. "
+            f"Your own settings (user settings, or {user_config_path()}) or the defaults apply instead; "
+            "trust the workspace to use its settings. Details are in the log.",
+            lsp.MessageType.Warning,
+        )
 
 
 def rebuild_settings(server: StitchServer) -> None:
     layers: SettingsLayers = server.settings_layers
-    settings = Settings()
-    for name in _LAYERS:
-        raw, dropped = _without_trust(layers.layers[name])
-        settings, ignored = merge(settings, raw)
-        for key in ignored + [f"{k} (only the editor's workspace trust sets this)" for k in dropped]:
-            tag = f"{name}:{key}"
-            if tag not in layers.reported:
-                layers.reported.add(tag)
-                server.log_message(f"Stitch: ignored setting '{key}' from {name}", lsp.MessageType.Warning)
-    settings = settings.replace(trusted=server.trusted)
+    built = build(
+        [Layer(name, layers.layers[name], workspace) for name, workspace in _LAYERS],
+        root=server.root,
+        trusted=server.trusted,
+    )
+    for name, key in built.unknown:
+        tag = f"{name}:{key}"
+        if tag not in layers.reported:
+            layers.reported.add(tag)
+            server.log_message(f"Stitch: ignored setting '{key}' from {name}", lsp.MessageType.Warning)
+    _tell_untrusted(server, built.untrusted)
+    settings = built.settings
     if settings != server.settings:
         server.settings = settings
         log.info("settings: %s", settings)
@@ -123,7 +179,9 @@ def register(server: StitchServer) -> None:
         ls.initialization_options = options
         ls.trusted = options.get("trusted") is True
         layers = ls.settings_layers.layers
-        layers["pyproject"] = from_pyproject(ls.root) if ls.root else {}
+        layers["user config"] = from_user_config()[0]
+        layers["userSettings"] = _as_settings(options.get("userSettings"))
+        layers["pyproject.toml"] = from_pyproject(ls.root) if ls.root else {}
         layers["initializationOptions"] = _settings_part(options)
         rebuild_settings(ls)
 
@@ -148,6 +206,7 @@ def register(server: StitchServer) -> None:
             await pull_configuration(ls)
             rebuild_settings(ls)
         finally:
+            flush_untrusted(ls)
             ls.mark_ready()
         ls.emit("initialized")
 
@@ -159,7 +218,14 @@ def register(server: StitchServer) -> None:
             raw = params.settings.get("stitch", params.settings)
             ls.settings_layers.layers["workspace/configuration"] = raw if isinstance(raw, dict) else {}
         if ls.root:
-            ls.settings_layers.layers["pyproject"] = from_pyproject(ls.root)
+            ls.settings_layers.layers["pyproject.toml"] = from_pyproject(ls.root)
+        ls.settings_layers.layers["user config"] = from_user_config()[0]
+        rebuild_settings(ls)
+
+    @server.feature(SET_USER_SETTINGS)
+    def on_set_user_settings(ls: StitchServer, params: Any) -> None:
+        raw = _plain(params).get("settings") if isinstance(_plain(params), dict) else None
+        ls.settings_layers.layers["userSettings"] = _as_settings(raw)
         rebuild_settings(ls)
 
     @server.feature(SET_TRUSTED)

@@ -16,7 +16,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.cancellation import CancelToken
-from stitch_lsp.findings import Position
+from stitch_lsp.findings import Finding, Position, Range, Severity
 from stitch_lsp.lsp.cuda_documents import analyze_text, unfit_reason
 from stitch_lsp.lsp.server import StitchServer
 from stitch_lsp.settings import Settings
@@ -128,6 +128,8 @@ class CompileOnSave:
             return
         if outcome.status in ("timeout", "no_space", "error"):
             server.show_message_once(f"nvcc-{outcome.status}:{uri}", outcome.message, lsp.MessageType.Warning)
+            # On the file too: its compile results are missing, and this is why.
+            server.diagnostics.set(uri, SOURCE, [no_compile_finding(path, text, outcome)])
             return
         if outcome.status == "cancelled":
             return
@@ -153,6 +155,19 @@ class CompileOnSave:
                 demangled = outcome.ptxas.demangled.get(k.mangled, k.name)
                 return hint_tooltip(k, demangled, outcome.arch)
         return None
+
+
+def no_compile_finding(path: str, text: str, outcome: NvccOutcome) -> Finding:
+    """A warning on the first line: this save was not compiled, and why."""
+    first = text.split("\n", 1)[0].rstrip("\r")
+    return Finding(
+        path=path,
+        range=Range(Position(0, 0), Position(0, len(first))),
+        severity=Severity.WARNING,
+        code=f"nvcc-{outcome.status.replace('_', '-')}",
+        message=outcome.message,
+        source=SOURCE,
+    )
 
 
 def register(server: StitchServer) -> None:
