@@ -152,12 +152,13 @@ def check(out: Path, budget_s: float, json_path: Path | None, only: list[str]) -
         try:
             ref = _module(out / f"{name}.ref.py", "stitch_reference")
             cand = _module(out / f"{name}.py", "stitch_candidate")
+            # In inference mode, as the Verifier runs them (BatchNorm with running statistics, dropout off).
             torch.manual_seed(0)
             with torch.device("cuda"):
-                model = ref.Model(*ref.get_init_inputs())
+                model = ref.Model(*ref.get_init_inputs()).eval()
             torch.manual_seed(0)
             with torch.device("cuda"):
-                new = cand.ModelNew(*ref.get_init_inputs())
+                new = cand.ModelNew(*ref.get_init_inputs()).eval()
             torch.manual_seed(1)
             with torch.device("cuda"):
                 inputs = list(ref.get_inputs())

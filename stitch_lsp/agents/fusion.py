@@ -143,7 +143,8 @@ def split(graph: OpGraph) -> list[Group]:
         else:
             kind = klass[n.name]
             groups.append(Group(index=len(groups), kind=kind, nodes=[n.name]))
-            if kind == "library":
+            if kind == "library" and n.op.startswith("aten."):
+                # (The GEMM family's node keeps its getitems as steps of their own: its kernel's outputs.)
                 group_of[n.name] = groups[-1]
     groups = [part for g in groups for part in (_by_domain(g, index, klass) if g.kind == "pointwise" else [g])]
     read_elsewhere: set[str] = set()  # values some group reads from memory

@@ -201,7 +201,8 @@ def check_against_eager(source: str, program, cases, tmp: Path) -> None:
     ns: dict = {}
     exec(compile(source, "task", "exec"), ns)
     torch.manual_seed(0)
-    model = ns["Model"](*ns["get_init_inputs"]())
+    # In inference mode, as the Verifier runs the reference and as the graph was traced.
+    model = ns["Model"](*ns["get_init_inputs"]()).eval()
     state = [t.detach() for t in list(model.parameters()) + list(model.buffers())]
     for case in cases:
         torch.manual_seed(1)
