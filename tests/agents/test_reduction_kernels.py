@@ -1,7 +1,7 @@
 """The shapes of the template Coder's reduction kernels: passes over the row, barriers, loads.
 
-What a user would see as time: a GroupNorm row read twice (statistics, then outputs), not
-three times; LayerNorm's mean and variance behind one barrier; softmax dividing by a
+What a user would see as time: a GroupNorm row read once where a Hopper cluster holds it, else
+twice (statistics, then outputs), not three times; LayerNorm's mean and variance behind one barrier; softmax dividing by a
 reciprocal taken once; a boolean mask loaded 8 bytes at a time; middle-dimension
 reductions loading 16 bytes a thread. Every kernel here is also compiled with nvcc.
 """
@@ -28,8 +28,8 @@ def _graph(name: str):
     return reply.graph
 
 
-def _kernel(name: str):
-    (spec,) = lower(_graph(name)).kernels
+def _kernel(name: str, sm: int = 90):
+    (spec,) = lower(_graph(name), sm=sm).kernels
     return spec
 
 
@@ -37,8 +37,20 @@ def _body(spec) -> str:
     return spec.source.split('extern "C"', 1)[1]
 
 
-def test_groupnorm_reads_each_row_twice_with_statistics_in_one_pass():
+def test_groupnorm_on_hopper_reads_each_row_once_held_by_a_cluster():
+    # 512 rows of 81920: too long for one block's registers, not for a cluster of 4 blocks (sm_90).
     spec = _kernel("norm_groupnorm_silu_bf16")
+    body = _body(spec)
+    assert "__cluster_dims__(4, 1, 1)" in body and "holding it in registers" in spec.note
+    assert not re.findall(r"for \(int it = ", body)  # no loop over the row: each element loaded once
+    assert len(re.findall(r"stitch_ldv<8>\(in0 \+ c\d", body)) == 3  # a block's 20480 values, 8 a thread a time
+    # The statistics in one pass: each block's moments, merged over the cluster through distributed shared memory.
+    assert "stitch_moments_merge" in body and "stitch_cluster_ld(cx" in body
+    assert body.count("stitch_cluster_sync()") == 2
+
+
+def test_groupnorm_without_clusters_reads_each_row_twice_with_statistics_in_one_pass():
+    spec = _kernel("norm_groupnorm_silu_bf16", sm=80)
     body = _body(spec)
     loops = re.findall(r"for \(int it = [^;]*;", body)
     assert len(loops) == 2, loops  # one statistics pass, one output pass

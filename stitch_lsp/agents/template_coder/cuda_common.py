@@ -180,8 +180,9 @@ __device__ __forceinline__ void stitch_argmin_merge(float& v, int& i, float vb, 
 
 // A cluster of blocks (Hopper) sharing one row: every thread of every block waits at the barrier, and a
 // block reads another's shared memory (its rank in the cluster) through the distributed shared memory.
-// Host builds of a kernel (the kernel tests) define these three themselves.
-#ifdef __CUDA_ARCH__
+// Host builds of a kernel (the kernel tests, g++) define these three themselves; every CUDA compiler
+// (NVRTC, and both of nvcc's passes: its host pass parses the kernels too) gets these.
+#if defined(__CUDACC__) || defined(__CUDA_ARCH__)
 __device__ __forceinline__ void stitch_cluster_bind(float*) {}
 __device__ __forceinline__ void stitch_cluster_sync() {
 #if __CUDA_ARCH__ >= 900
