@@ -29,7 +29,7 @@ SEL=(); IFS=, read -ra PATS <<< "$TASKS"; for p in "${PATS[@]}"; do SEL+=(--task
 
 bench() {  # name, extra stitch bench flags...
   local name=$1; shift
-  local t0=$SECONDS
+  local t0=$SECONDS; rm -rf "/tmp/run-$name"  # a warm machine keeps the last call's runs
   TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-$name TRITON_CACHE_DIR=/tmp/triton-$name \
     timeout "${RUN_S:-240}" python3 -m stitch_lsp.cli bench bench/tasks "${SEL[@]}" --coder template \
     --profile none --no-bandwidth --out "/tmp/run-$name" --json "$O/$name.json" "$@" > "$O/$name.log" 2>&1

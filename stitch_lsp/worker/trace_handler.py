@@ -282,7 +282,20 @@ def _as_on_cuda():
         F.scaled_dot_product_attention = original_sdpa
 
 
-def trace_task(task_source: str) -> TraceReply:
+def trace_task(task_source: str, init: tuple[tuple, dict] | None = None,
+               inputs: list[tuple[list[int], str]] | None = None) -> TraceReply:
+    """``init``: constructor arguments (args, kwargs) instead of the task's ``get_init_inputs()``;
+    ``inputs``: forward's inputs as (shape, dtype) instead of ``get_inputs()``'s (a fused module built with
+    other arguments is traced again this way, at the shapes it is called with)."""
+    import torch
+
+    # As a worker traces (autograd on, outside torch.inference_mode), whatever the caller's forward runs under.
+    with torch.inference_mode(False), torch.enable_grad():
+        return _trace(task_source, init, inputs)
+
+
+def _trace(task_source: str, init: tuple[tuple, dict] | None,
+           specs: list[tuple[list[int], str]] | None) -> TraceReply:
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functional_call, functionalize
@@ -300,11 +313,15 @@ def trace_task(task_source: str) -> TraceReply:
             return TraceReply(ok=False, message=f"the task has no {name}")
     try:
         with torch.device("meta"):
-            init = module.get_init_inputs()
+            args, kwargs = init if init is not None else (module.get_init_inputs(), {})
             # Inference mode, as the Verifier runs the reference: BatchNorm with its running statistics,
             # dropout off (a graph traced in training mode computes something else).
-            model = module.Model(*init).eval()
+            model = module.Model(*args, **kwargs).eval()
             inputs = list(module.get_inputs())
+            if specs is not None:
+                # The tensors at the given shapes; numbers forward takes stay the task's (traced as constants).
+                shaped = iter([torch.empty(shape, dtype=getattr(torch, dtype)) for shape, dtype in specs])
+                inputs = [x if isinstance(x, (bool, int, float)) else next(shaped, x) for x in inputs]
     except Exception as exc:
         return TraceReply(ok=False, message=f"building the task's model failed: {type(exc).__name__}: {exc}")
     scalars: dict[int, Any] = {}

@@ -45,6 +45,7 @@ class LoweredProgram:
     # Ops left to PyTorch because no template covers them: what stops the task being covered.
     blocking_ops: list[str] = field(factory=list)
     source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
+    gemm_mode: str = "auto"  # the GemmOptions mode it was lowered with (re-lowering for other shapes keeps it)
 
     @property
     def covered(self) -> bool:
@@ -66,12 +67,13 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90) -> Lowe
     ``sm``: the compute capability the kernels are for (Hopper's clusters from 90); the Planner's H100 by
     default, the device's own when a candidate re-lowers itself for new shapes."""
     source = graph
-    graph, _ = fuse_gemms(simplify(graph), (gemm or default_options()).choose)
+    gemm = gemm or default_options()
+    graph, _ = fuse_gemms(simplify(graph), gemm.choose)
     graph, folded = fold_library_epilogues(graph)
     groups = split(graph)
     index = graph.index()
     program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded,
-                             source_graph=source)
+                             source_graph=source, gemm_mode=gemm.mode)
     pending = list(groups)
     while pending:
         group = pending.pop(0)
