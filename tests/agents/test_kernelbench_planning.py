@@ -4,6 +4,8 @@ calls with their tail fused, and the ops the tracer keeps whole."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from stitch_lsp.agents.planner import make_plan
@@ -218,3 +220,28 @@ def get_init_inputs():
     assert program.covered
     kinds = sorted(k.kind for k in program.kernels)
     assert kinds.count("scan") == 2 and "row_reduction" in kinds
+
+
+def test_a_trace_at_other_shapes_keeps_the_numbers_forward_takes():
+    """A model built with other constructor arguments is traced again at its call's tensor shapes: the numbers
+    forward takes stay the task's constants, in their places among the tensors."""
+    source = HEAD + """
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, s, y):
+        return x * self.scale + y * s
+
+def get_inputs():
+    return [torch.randn(4, 8), 0.5, torch.randn(4, 8)]
+
+def get_init_inputs():
+    return [2.0]
+"""
+    reply = trace_handler.trace_task(source, init=((3.0,), {}), inputs=[([6, 10], "float32"), ([6, 10], "float32")])
+    assert reply.ok, reply.message
+    assert [(s.index, s.value) for s in reply.graph.scalars] == [(1, 0.5)]
+    assert [(i.index, i.shape) for i in reply.graph.inputs if i.role == "input"] == [(0, (6, 10)), (2, (6, 10))]
+    assert 3.0 in [v for n in reply.graph.nodes for v in json.loads(n.args_json) if isinstance(v, float)]

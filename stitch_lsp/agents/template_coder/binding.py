@@ -76,7 +76,10 @@ class _Fused:
 
 
 def _sm(tensor):
-    # Kernels for the device the tensors are on (Hopper's clusters from compute capability 9.0).
+    # Kernels for the device the tensors are on (Hopper's clusters from compute capability 9.0); an H100, as
+    # the Planner assumes, for tensors on no GPU (the program is only described then, never run).
+    if not tensor.is_cuda:
+        return 90
     major, minor = torch.cuda.get_device_capability(tensor.device)
     return 10 * major + minor
 
