@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 import fuse_template_suite as suite  # noqa: E402
 from stitch_lsp.agents.planner import make_plan  # noqa: E402
-from stitch_lsp.agents.template_coder import TemplateCoder, kernels  # noqa: E402
+from stitch_lsp.agents.template_coder import TemplateCoder, reduction_kernels as kernels  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
 from stitch_lsp.worker.trace_handler import trace_task  # noqa: E402
 
@@ -80,7 +80,7 @@ def main() -> int:
     args = ap.parse_args()
     started = time.time()
     suite.draw = gpu_draw
-    default_config = kernels.row_config
+    default_config, default_cluster = kernels.row_config, kernels.cluster_for
     results = []
     for name, variants in VARIANTS.items():
         source = (REPO / "bench" / "tasks" / f"{name}.py").read_text()
@@ -98,8 +98,9 @@ def main() -> int:
             row = {"task": name, "config": label}
             try:
                 kernels.row_config = default_config if cfg is None else (lambda *a, _c=cfg: _c)
+                kernels.cluster_for = default_cluster if cfg is None else (lambda *a, **k: None)
                 cand = TemplateCoder().generate(task, plan)
-                kernels.row_config = default_config
+                kernels.row_config, kernels.cluster_for = default_config, default_cluster
                 row["note"] = cand.notes[0] if cand.notes else ""
                 cand_mod = suite.load(cand.module_source, f"cand_{name}_{len(cands)}")
                 with torch.no_grad():
@@ -120,7 +121,7 @@ def main() -> int:
                 cands[label] = (model, x)
                 fns[label] = (lambda m=model, xx=x: m(*xx))
             except Exception as exc:  # noqa: BLE001
-                kernels.row_config = default_config
+                kernels.row_config, kernels.cluster_for = default_config, default_cluster
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             results.append(row)
         if fns:

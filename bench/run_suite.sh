@@ -2,6 +2,7 @@
 # The suite on a GPU machine, in one command, within ~8 minutes:
 #
 #   bench/run_suite.sh                      # every task in bench/tasks, template Coder
+#   TASKS=kb/level1 PART=1/8 bench/run_suite.sh   # a KernelBench directory (the level from its levelN), one part
 #   CODER=auto EXTRA="--tags pw" bench/run_suite.sh
 #   PART=1/2 bench/run_suite.sh; PART=2/2 bench/run_suite.sh   # the suite over two runs; combine with
 #       python -m stitch_lsp.benchsuite.merge bench/results/suite-*-part1of2.json bench/results/suite-*-part2of2.json \
@@ -13,7 +14,7 @@
 #   suite-<coder>-<stamp>.json  the whole report (per-task results, summary, GPUs)
 #   suite-<coder>-<stamp>.log   the progress log
 #   suite-<coder>-<stamp>-run.tar.gz  the run directory (per-task plans, candidates, verdicts, shard logs)
-# Knobs (environment): COMMIT (the commit the run is of, for the header; default: git), CODER (template), BUDGET seconds after which no task starts (390),
+# Knobs (environment): TASKS (the task directory, bench/tasks; another's name goes into the file names), COMMIT (the commit the run is of, for the header; default: git), CODER (template), BUDGET seconds after which no task starts (390),
 # TASK_TIMEOUT per task (150), HARD_LIMIT for the whole bench command (460, then Ctrl-C:
 # finished tasks are kept and reported), PART (I/N: every N-th task), PROFILE (misses:
 # Nsight Compute only on correct candidates short of a goal, to say why; all: every
@@ -23,12 +24,14 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-python3}"
 CODER="${CODER:-template}"
+TASKS="${TASKS:-bench/tasks}"
 BUDGET="${BUDGET:-390}"
 TASK_TIMEOUT="${TASK_TIMEOUT:-150}"
 HARD_LIMIT="${HARD_LIMIT:-460}"
 PROFILE="${PROFILE:-misses}"
 STAMP="$(date -u +%Y%m%d-%H%M)"
 NAME="suite-${CODER}-${STAMP}"
+[ "$TASKS" != "bench/tasks" ] && NAME="${NAME}-$(basename "$TASKS")"
 [ -n "${PART:-}" ] && NAME="${NAME}-part${PART%/*}of${PART#*/}"
 RESULTS="$ROOT/bench/results"
 RUN_DIR="$ROOT/.stitch/bench/$NAME"
@@ -45,7 +48,7 @@ export PYTHONUNBUFFERED=1
 export TORCHINDUCTOR_CACHE_DIR="$ROOT/.stitch/inductor-cache"
 export TRITON_CACHE_DIR="$ROOT/.stitch/triton-cache"
 
-CMD=("$PY" -m stitch_lsp.cli bench bench/tasks --coder "$CODER" --out "$RUN_DIR"
+CMD=("$PY" -m stitch_lsp.cli bench "$TASKS" --coder "$CODER" --out "$RUN_DIR"
      --budget "$BUDGET" --task-timeout "$TASK_TIMEOUT" --verbose)
 [ -n "${PART:-}" ] && CMD+=(--part "$PART")
 CMD+=(--profile "$PROFILE")

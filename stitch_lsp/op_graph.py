@@ -34,9 +34,17 @@ class GraphInput:
     shape_expr: list[str] = field(factory=list)
 
 
+@define
+class ScalarInput:
+    """A number forward takes (``get_inputs`` returns it): traced as a constant, checked on every call."""
+
+    index: int  # position among forward's inputs
+    value: bool | int | float = 0
+
+
 def _concrete(v: Any) -> Any:
     if isinstance(v, dict):
-        if "sym" in v:
+        if "sym" in v or "symf" in v:
             return v["hint"]
         return {k: _concrete(x) for k, x in v.items()}
     if isinstance(v, list):
@@ -99,6 +107,7 @@ class OpGraph:
     allow_tf32: bool = False
     torch_version: str = ""
     symbolic: bool = False  # shapes carry expressions (shape_expr); see specialise()
+    scalars: list[ScalarInput] = field(factory=list)  # forward's number inputs, baked into the graph
 
     def index(self) -> dict[str, OpNode]:
         """Every value by name; graph inputs appear as ``placeholder`` nodes."""
@@ -125,11 +134,13 @@ _SYM_FUNCS = {
     "PythonMod": lambda a, b: a % b, "Max": max, "Min": min, "floor": lambda a: int(a // 1),
     "ceiling": lambda a: -int(-a // 1), "CleanDiv": lambda a, b: a // b, "IntTrueDiv": lambda a, b: a / b,
     "TruncToInt": int, "FloorToInt": lambda a: int(a // 1), "CeilToInt": lambda a: -int(-a // 1),
+    "ToFloat": float, "FloatPow": lambda a, b: float(a) ** b, "FloatTrueDiv": lambda a, b: a / b,
+    "OpaqueUnaryFn_sqrt": lambda a: float(a) ** 0.5,
 }
 
 
-def _eval_expr(expr: str, env: dict[str, int]) -> int:
-    return int(eval(expr, {"__builtins__": {}}, {**_SYM_FUNCS, **env}))  # noqa: S307 - our own printed sympy
+def _eval_expr(expr: str, env: dict[str, int], kind=int) -> int:
+    return kind(eval(expr, {"__builtins__": {}}, {**_SYM_FUNCS, **env}))  # noqa: S307 - our own printed sympy
 
 
 def specialise(graph: OpGraph, shapes: list[tuple[int, ...]]) -> OpGraph:
@@ -157,13 +168,16 @@ def specialise(graph: OpGraph, shapes: list[tuple[int, ...]]) -> OpGraph:
         if isinstance(v, dict):
             if "sym" in v:
                 return _eval_expr(v["sym"], env)
+            if "symf" in v:
+                return _eval_expr(v["symf"], env, float)
             return {k: sub(x) for k, x in v.items()}
         if isinstance(v, list):
             return [sub(x) for x in v]
         return v
 
     out = OpGraph(outputs=list(graph.outputs), output_is_tuple=graph.output_is_tuple,
-                  allow_tf32=graph.allow_tf32, torch_version=graph.torch_version, symbolic=False)
+                  allow_tf32=graph.allow_tf32, torch_version=graph.torch_version, symbolic=False,
+                  scalars=list(graph.scalars))
     for gi, shape in zip(graph.inputs, shapes):
         out.inputs.append(GraphInput(gi.name, gi.role, gi.path, gi.index, tuple(shape), gi.dtype))
     for n in graph.nodes:

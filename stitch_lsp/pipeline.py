@@ -41,7 +41,8 @@ class Task:
 @define
 class FusionGroup:
     ops: list[str]  # aten-level op names in order, e.g. ["aten.addmm", "aten.gelu", "aten.mul"]
-    kind: str = "pointwise"  # pointwise | row_reduction | gemm_epilogue | unsupported
+    # pointwise | row_reduction | col_reduction | scan | view | gemm | conv | pool | attention | torch
+    kind: str = "pointwise"
     inputs: list[str] = field(factory=list)
     outputs: list[str] = field(factory=list)
     bytes_moved: int = 0  # fewest bytes the group must read + write
@@ -81,6 +82,10 @@ class Candidate:
     uncovered_ops: list[str] = field(factory=list)  # left as PyTorch, by design
     # Ops fused into a library call instead of a kernel (a GEMM's activation in cuBLASLt's epilogue).
     library_fusions: list[str] = field(factory=list)
+    # Of ``uncovered_ops``: those a library runs by design (GEMMs, convolutions, pooling) ...
+    library_calls: list[str] = field(factory=list)
+    # ... and those no template covers: what stops the task being covered (empty: covered).
+    blocking_ops: list[str] = field(factory=list)
 
     @property
     def fuses_anything(self) -> bool:

@@ -152,13 +152,16 @@ def untuned_gemms(candidate: Candidate) -> int:
 def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifier: Any = None,
               cancel: CancelToken | None = None, report: Reporter = no_report,
               workdir: Path | None = None, device: DeviceInfo | None = None,
-              edit_namer: Any = None, tune_gemm: bool = False) -> FuseOutcome:
+              edit_namer: Any = None, tune_gemm: bool = False, verify_library_only: bool = False) -> FuseOutcome:
     """Plan, generate and verify ``task``.
 
     ``verifier`` is a ``stitch_lsp.verify.service.Verifier`` (None: plan and generate only,
     nothing is verified and nothing is offered). ``edit_namer(outcome) -> (module_path,
     func_name)`` lets the caller name the kernel module written into the workspace.
     ``tune_gemm``: first time the GEMM family's tiles on the verifier's GPU (cached for later).
+    ``verify_library_only``: a candidate that is nothing but library calls (a plain GEMM or
+    convolution: covered, nothing to fuse) is verified too (the bench measures it); else it is
+    reported as nothing to fuse.
     """
     cancel = cancel or CancelToken()
     root = Path(workdir or getattr(verifier, "workdir", None) or Path.cwd())
@@ -222,9 +225,16 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     outcome.candidate = candidate
     outcome.untuned_gemms = untuned_gemms(candidate)
     keep(outdir, candidate)
-    if not candidate.fuses_anything:
-        outcome.message = ("Nothing to fuse: " + "; ".join(candidate.notes or candidate.uncovered_ops)
-                           if (candidate.notes or candidate.uncovered_ops) else "Nothing to fuse")
+    library_only = bool(candidate.library_calls) and not candidate.blocking_ops
+    if not candidate.fuses_anything and not (verify_library_only and library_only):
+        if library_only:
+            outcome.message = ("Nothing to fuse: " + "; ".join(candidate.library_calls)
+                               + " and nothing after it (a library call is all there is)")
+        elif candidate.blocking_ops:
+            outcome.message = "Nothing to fuse: no template covers " + "; ".join(candidate.blocking_ops)
+        else:
+            outcome.message = ("Nothing to fuse: " + "; ".join(candidate.notes or candidate.uncovered_ops)
+                               if (candidate.notes or candidate.uncovered_ops) else "Nothing to fuse")
         return outcome
 
     if verifier is None:

@@ -16,12 +16,15 @@ import math
 import struct
 from typing import Any
 
+from stitch_lsp.agents import library_calls
+
 VIEW_OPS = {
     "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.alias.default",
     "aten.clone.default", "aten.detach.default", "aten.unsqueeze.default", "aten.squeeze.dim",
     "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.permute.default",
     "aten.t.default", "aten.transpose.int", "aten.slice.Tensor", "aten.cat.default",
-    "aten.lift_fresh_copy.default", "aten.contiguous.default", "aten.select.int",
+    "aten.lift_fresh_copy.default", "aten.contiguous.default", "aten.select.int", "aten.flip.default",
+    "aten.repeat.default", "aten.index.Tensor",
 }
 REDUCTION_OPS = {
     "aten.sum.dim_IntList": "sum", "aten.sum.default": "sum", "aten.mean.dim": "mean",
@@ -29,13 +32,25 @@ REDUCTION_OPS = {
     "aten.prod.dim_int": "prod",
     # gather along the reduced dimension: the one element of the row whose position is the index.
     "aten.gather.default": "gather",
+    # The position of the first maximum / minimum (NaN counts as the maximum and the minimum, as in eager).
+    "aten.argmax.default": "argmax", "aten.argmin.default": "argmin",
+    "aten.any.dim": "max", "aten.any.dims": "max", "aten.any.default": "max",
+    "aten.all.dim": "min", "aten.all.dims": "min", "aten.all.default": "min",
 }
-LIBRARY_OPS = {
-    "aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
-    "aten._addmm_activation.default",
-    "stitch.gemm",  # the GEMM family's kernel: a GEMM and its epilogue (template_coder.gemm_match)
-}
-CREATION_OPS = {"aten.scalar_tensor.default", "aten.full.default"}
+# Reductions whose result is not a float: a position (int64) or a truth value (bool).
+INDEX_REDUCTIONS = {"argmax", "argmin"}
+LOGICAL_REDUCTIONS = {"aten.any.dim", "aten.any.dims", "aten.any.default", "aten.all.dim", "aten.all.dims",
+                      "aten.all.default"}
+# Running sums / products along one dimension.
+SCAN_OPS = {"aten.cumsum.default": "sum", "aten.cumprod.default": "prod"}
+# Copies into the graph's own inputs: a module's buffers updated in place (BatchNorm's running statistics).
+UPDATE_OPS = {"aten.copy_.default"}
+LIBRARY_OPS = library_calls.LIBRARY_OPS
+EMPTY_OPS = {"aten.empty.memory_format", "aten.empty_like.default", "aten.empty_permuted.default",
+             "aten.empty_strided.default"}
+CREATION_OPS = EMPTY_OPS | {"aten.scalar_tensor.default", "aten.full.default", "aten.full_like.default", "aten.arange.default",
+                "aten.arange.start", "aten.arange.start_step", "aten.zeros_like.default", "aten.ones_like.default",
+                "aten.zeros.default", "aten.ones.default"}
 FLOAT_DTYPES = {"float32", "float16", "bfloat16"}
 # Integer values (class indices, masks) ride along as floats: exact below 2**24.
 KERNEL_DTYPES = FLOAT_DTYPES | {"bool", "int64", "int32"}
@@ -211,6 +226,9 @@ POINTWISE = {
     "aten.clamp.default": _clamp,
     "aten.clamp_min.default": lambda a, k: _clamp(["x", a[1], None], {}),
     "aten.clamp_max.default": lambda a, k: _clamp(["x", None, a[1]], {}),
+    # A tensor bound (a 0-d one from a decomposition, say): x below it takes it, NaN stays NaN.
+    "aten.clamp_min.Tensor": _fixed("({a} < {b} ? {b} : {a})"),
+    "aten.clamp_max.Tensor": _fixed("({a} > {b} ? {b} : {a})"),
     "aten.maximum.default": _fixed("(({a} != {a} || {a} > {b}) ? {a} : {b})"),
     "aten.minimum.default": _fixed("(({a} != {a} || {a} < {b}) ? {a} : {b})"),
     "aten.pow.Tensor_Scalar": _pow_scalar,
@@ -388,7 +406,16 @@ def classify(op: str, dtype: str) -> str:
     if op in VIEW_OPS:
         return "view" if dtype in KERNEL_DTYPES else "torch"
     if op in REDUCTION_OPS:
-        return "reduction" if dtype in FLOAT_DTYPES else "torch"
+        if REDUCTION_OPS[op] in INDEX_REDUCTIONS:
+            return "reduction" if dtype == "int64" else "torch"
+        if dtype in FLOAT_DTYPES or (op in LOGICAL_REDUCTIONS and dtype == "bool"):
+            return "reduction"
+        # A count (a sum of booleans or integers): accumulated in fp32, exact below 2**24.
+        return "reduction" if REDUCTION_OPS[op] == "sum" and dtype in ("int64", "int32") else "torch"
+    if op in SCAN_OPS:
+        return "scan" if dtype in FLOAT_DTYPES else "torch"
+    if op in UPDATE_OPS:
+        return "update"
     if op in POINTWISE:
         return "pointwise" if dtype in KERNEL_DTYPES else "torch"
     return "torch"

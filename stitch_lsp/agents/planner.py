@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from stitch_lsp.agents import op_table
-from stitch_lsp.agents.fusion import Group, split
+from stitch_lsp.agents import library_calls, op_table
+from stitch_lsp.agents.fusion import Group, simplify, split
 from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, GemmSpec, fuse_gemms, spec_of
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.op_graph import OpGraph, OpNode
@@ -24,10 +24,37 @@ H100_COPY_GBS = 3000.0
 H100_PEAK_TFLOPS = {"float32": 60.0, "tf32": 400.0, "bfloat16": 800.0, "float16": 800.0}
 H100_PEAK_TFLOPS["tf32x3"] = H100_PEAK_TFLOPS["tf32"] / 3
 LAUNCH_US = 2.5  # what one extra kernel launch costs eager PyTorch, roughly
+KERNEL_KINDS = ("pointwise", "row_reduction", "col_reduction", "scan")
+LIBRARY_KINDS = ("gemm", "conv", "pool", "attention", "random")
+GROUP_NOTES = {
+    "pointwise": "one vectorised pass (16-byte loads)",
+    "row_reduction": "rows of the last dimension(s): a warp, a block or (few long rows) several blocks per row, "
+                     "fp32 accumulation",
+    "col_reduction": "reduced dimensions that are not the last: threads along the kept ones, each reduction "
+                     "split over several threads",
+    "scan": "a running sum / product along one dimension: a block per row, a scan across its threads",
+    "view": "views: no data moves",
+    "torch": "no template: stays PyTorch",
+}
 
 
 def _bytes(node: OpNode) -> int:
     return node.numel * op_table.DTYPE_BYTES.get(node.dtype, 4)
+
+
+def _library_flops(node: OpNode, index: dict[str, OpNode]) -> int:
+    kind = library_calls.library_kind(node.op)
+    if kind == "conv":
+        args = node.args
+        x, w = index[args[0]["$"]], index[args[1]["$"]]
+        transposed = bool(args[6]) if len(args) > 6 else False
+        window = math.prod(w.shape[2:]) if len(w.shape) > 2 else 1
+        # Each output (input, when transposed) element takes a dot product of w's per-group fan-in.
+        return 2 * (x.numel * w.shape[1] * window if transposed else node.numel * w.shape[1] * window)
+    if kind in ("pool", "attention"):
+        refs = [index[r] for r in node.refs()]
+        return max([r.numel for r in refs] + [node.numel])
+    return _gemm_flops(node, index)
 
 
 def _gemm_flops(node: OpNode, index: dict[str, OpNode]) -> int:
@@ -63,7 +90,7 @@ def _group_figures(group: Group, index: dict[str, OpNode]) -> tuple[int, int]:
         node = index[n]
         klass = op_table.classify(node.op, node.dtype)
         if klass == "library":
-            flops += _gemm_flops(node, index)
+            flops += _library_flops(node, index)
         elif klass in ("pointwise", "reduction"):
             src = index[node.refs()[0]] if node.refs() else node
             flops += max(node.numel, src.numel) * op_table.FLOPS.get(node.op, 1)
@@ -85,7 +112,7 @@ def _eager_bytes(graph: OpGraph, index: dict[str, OpNode]) -> tuple[int, int]:
 def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm: GemmOptions | None = None) -> Plan:
     """``gemm``: the template Coder's GEMM options (which GEMMs its Triton family takes, with what tile)."""
     traced = graph
-    graph, _ = fuse_gemms(traced, (gemm or default_options()).choose)
+    graph, _ = fuse_gemms(simplify(traced), (gemm or default_options()).choose)
     index = graph.index()
     groups = split(graph)
     bandwidth = (device.copy_bandwidth_gbs if device and device.copy_bandwidth_gbs else H100_COPY_GBS)
@@ -111,17 +138,18 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
         elif group.kind == "library":
             eager_gemm_us += flops / (peak * 1e6)
         floor = max(moved / (bandwidth * 1e3), flops / (rate * 1e6)) if (moved or flops) else 0.0
-        covered = group.kind in ("pointwise", "row_reduction", "col_reduction", "view", "library")
-        note = spec.describe() + f"; floor at {rate:.0f} TFLOP/s" if family else {
-            "pointwise": "one vectorised pass (16-byte loads, grid-stride)",
-            "row_reduction": "one warp / block per row, the row held in registers, fp32 accumulation",
-            "library": "cuBLAS GEMM (library); epilogue fused into the next kernel",
-            "view": "views: no data moves",
-            "col_reduction": "a thread per output column, the reduced dimension split over 8 threads",
-            "torch": "no template: stays PyTorch",
-        }[group.kind]
+        covered = group.kind != "torch"
+        kind = group.kind
+        if family:
+            kind, note = "gemm", spec.describe() + f"; floor at {rate:.0f} TFLOP/s"
+        elif kind == "library":
+            lib = next(index[n].op for n in group.nodes if library_calls.library_kind(index[n].op))
+            kind = library_calls.library_kind(lib) or "gemm"
+            note = f"{library_calls.runner(lib)} (library call); what follows it is fused into the next kernel"
+        else:
+            note = GROUP_NOTES.get(kind, "")
         plan.groups.append(FusionGroup(
-            ops=[index[n].op for n in group.nodes], kind=group.kind if group.kind != "library" else "gemm",
+            ops=[index[n].op for n in group.nodes], kind=kind,
             inputs=list(group.inputs), outputs=list(group.outputs), bytes_moved=moved, flops=flops,
             floor_us=floor, covered=covered, note=note,
         ))
@@ -133,8 +161,8 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
     plan.eager_bytes = eager_bytes
     plan.eager_kernels = eager_kernels
     gemm_us = eager_gemm_us
-    kernels = sum(1 for g in plan.groups if g.kind in ("pointwise", "row_reduction", "col_reduction"))
-    launches = kernels + sum(1 for g in plan.groups if g.kind in ("gemm", "torch"))
+    kernels = sum(1 for g in plan.groups if g.kind in KERNEL_KINDS)
+    launches = kernels + sum(1 for g in plan.groups if g.kind in LIBRARY_KINDS or g.kind == "torch")
     # Both sides pay a launch per kernel (small tensors are launch-bound, not bandwidth-bound).
     eager_us = max(eager_bytes / (bandwidth * 1e3) + eager_kernels * LAUNCH_US, gemm_us)
     fused_us = plan.floor_us + launches * LAUNCH_US
@@ -142,7 +170,7 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
         plan.predicted_speedup = round(max(eager_us, fused_us) / fused_us, 2)
     plan.notes.append(
         f"{len(traced.nodes)} aten ops → {kernels} fused kernel(s)"
-        f" + {sum(1 for g in plan.groups if g.kind == 'gemm')} GEMM(s); eager launches about {eager_kernels}")
+        f" + {sum(1 for g in plan.groups if g.kind in LIBRARY_KINDS)} library call(s); eager launches about {eager_kernels}")
     rates = sorted({f"{gemm_family_peak(spec_of(index[g.nodes[0]])):.0f}" for g in groups
                     if g.kind == "library" and index[g.nodes[0]].op == GEMM_OP})
     at = f"{', '.join(rates)} TFLOP/s (tensor cores)" if rates else f"{peak:.0f} TFLOP/s"

@@ -108,8 +108,10 @@ def to_result(
         gemm_fallback=one_line(gemm_fallback),
     )
     if verdict is None:
-        if plan is None:  # the task could not even be traced / planned
-            result.status = ERROR
+        if plan is None:
+            # Not traced: a construct the tracer cannot follow is outside what the Coder covers; a task
+            # that does not even import is broken.
+            result.status = ERROR if "does not import" in message or "has no " in message else NOT_COVERED
         elif candidate is None:  # the Coder failed or is unavailable (no API key, ...)
             result.status = CODER_ERROR
         elif not candidate.fuses_anything:  # the Coder wrote no kernel: outside what it handles
@@ -147,7 +149,13 @@ def to_result(
     result.kernel_us, result.kernel_gbs = kernel_figures(verdict, result.min_bytes)
     if verdict.status is VerdictStatus.CORRECT and not verdict.hack_flags:
         notes = [gemm_fallback] if gemm_fallback else []
-        if candidate.uncovered_ops:
+        blocking = list(getattr(candidate, "blocking_ops", None) or [])
+        library = list(getattr(candidate, "library_calls", None) or [])
+        if blocking:
+            notes.append("partly covered, left as PyTorch: " + ", ".join(blocking))
+        if library and not candidate.cuda_sources and not candidate.library_fusions:
+            notes.append("library call only: " + ", ".join(library))
+        elif candidate.uncovered_ops and not blocking and not library:
             notes.append("left as PyTorch: " + ", ".join(candidate.uncovered_ops))
         if timing.status != "measured":
             notes.append(f"timing {timing.status}: {timing.message}".rstrip(": "))

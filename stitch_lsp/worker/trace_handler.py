@@ -7,12 +7,13 @@ the user's code is only run here, in the worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import types
 from typing import Any
 
-from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode, TraceReply, TraceRequest
+from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode, ScalarInput, TraceReply, TraceRequest
 from stitch_lsp.serde import from_dict
 
 
@@ -109,6 +110,66 @@ def _decompositions() -> dict:
         sizes = [min(size, total - s) for s in range(0, total, size)]
         return split_with_sizes(x, sizes, dim)
 
+    def batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+        # Statistics over every dimension but the channels (1), the normalised output, and (training with
+        # running statistics) their update in place, which functionalisation turns into copies at the end.
+        dims = [0] + list(range(2, x.dim()))
+        shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+        xf = acc(x)
+        if training or running_mean is None:
+            mean = torch.mean(xf, dims, keepdim=True)
+            centered = xf - mean
+            var = torch.mean(centered * centered, dims, keepdim=True)
+            rstd = torch.rsqrt(var + eps)
+            if training and running_mean is not None:
+                n = xf.numel() // xf.shape[1]
+                running_mean.copy_(running_mean * (1 - momentum) + mean.reshape(-1) * momentum)
+                running_var.copy_(running_var * (1 - momentum) + var.reshape(-1) * (momentum * n / max(n - 1, 1)))
+        else:
+            mean = running_mean.reshape(shape)
+            centered = xf - mean
+            rstd = torch.rsqrt(running_var.reshape(shape) + eps)
+        out = centered * rstd
+        if weight is not None:
+            out = out * weight.reshape(shape)
+        if bias is not None:
+            out = out + bias.reshape(shape)
+        return out.to(x.dtype), mean.reshape(-1), rstd.reshape(-1)
+
+    def batch_norm_legit(x, weight, bias, running_mean, running_var, training, momentum, eps):
+        return batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)
+
+    def batch_norm_no_stats(x, weight, bias, training, momentum, eps):
+        return batch_norm(x, weight, bias, None, None, True, momentum, eps)
+
+    def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+        xf = x.to(dtype) if dtype is not None else x
+        dims = list(range(xf.dim())) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+        if ord == 2:
+            return torch.sqrt(torch.sum(xf * xf, dims, keepdim=keepdim))
+        if ord == 1:
+            return torch.sum(torch.abs(xf), dims, keepdim=keepdim)
+        if ord == float("inf"):
+            return torch.amax(torch.abs(xf), dims, keepdim=keepdim)
+        if ord == float("-inf"):
+            return torch.amin(torch.abs(xf), dims, keepdim=keepdim)
+        if ord == 0:
+            return torch.sum((xf != 0).to(xf.dtype), dims, keepdim=keepdim)
+        return torch.pow(torch.sum(torch.pow(torch.abs(xf), ord), dims, keepdim=keepdim), 1.0 / ord)
+
+    def extreme_dim(value, position):
+        # max / min over a dim as the value and its first position: two reductions the Coder fuses in one pass.
+        return lambda x, dim, keepdim=False: (value(x, [dim], keepdim), position(x, dim, keepdim))
+
+    table[aten._native_batch_norm_legit.default] = batch_norm_legit
+    table[aten._native_batch_norm_legit.no_stats] = batch_norm_no_stats
+    table[aten.native_batch_norm.default] = batch_norm
+    table[aten.linalg_vector_norm.default] = vector_norm
+    table[aten.max.dim] = extreme_dim(torch.amax, torch.argmax)
+    table[aten.min.dim] = extreme_dim(torch.amin, torch.argmin)
+    # Kept whole: PyTorch's own kernel draws the random numbers, so the candidate's match eager's.
+    for kept in (aten.native_dropout.default, aten.dropout.default):
+        table.pop(kept, None)
     table[aten.split_with_sizes.default] = split_with_sizes
     table[aten.split.Tensor] = split
     table[aten._softmax.default] = softmax
@@ -147,6 +208,9 @@ def _encode(value: Any) -> Any:
         val = value.meta.get("val")
         if isinstance(val, torch.SymInt):
             return {"sym": _expr(val), "hint": _hint(val)}
+        if isinstance(val, torch.SymFloat):  # a scale from the sizes, 1 / sqrt(head_dim) say
+            return {"symf": str(val.node.expr), "hint": float(val.node.hint if val.node.hint is not None
+                                                              else val.node.shape_env.size_hint(val.node.expr))}
         if isinstance(val, (int, float)) and not isinstance(val, torch.Tensor):
             return val
         return {"$": value.name}
@@ -163,6 +227,59 @@ def _encode(value: Any) -> Any:
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
     return {"unsupported": type(value).__name__}
+
+
+_EFFICIENT_ATTENTION = "aten._scaled_dot_product_efficient_attention.default"
+_SDPA = "aten.scaled_dot_product_attention.default"
+
+
+@contextlib.contextmanager
+def _as_on_cuda():
+    """Forward traced as it runs on a GPU, though the model sits on the meta device.
+
+    ``torch.tensor(0.5, device=x.device)`` becomes ``full([], 0.5)``: on the meta device a tensor made
+    from a number would lose its value; a ``full`` keeps it in the graph as a constant the kernels
+    inline. Dropout in training is ``native_dropout``, the fused kernel eager PyTorch runs on CUDA
+    (on other devices it decomposes into ``bernoulli``, which draws other random numbers).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    original = torch.tensor
+    original_dropout = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if training and 0.0 < p < 1.0 and input.numel():
+            return torch.ops.aten.native_dropout.default(input, p, True)[0]
+        return original_dropout(input, p, training, inplace)
+
+    original_sdpa = F.scaled_dot_product_attention
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        # Recorded as one node (the efficient kernel has a meta implementation); the graph names it
+        # scaled_dot_product_attention again, so the candidate gets the backend eager picks on its GPU.
+        if enable_gqa or query.dim() != 4 or (attn_mask is not None and attn_mask.dtype == torch.bool):
+            return original_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+        return torch.ops.aten._scaled_dot_product_efficient_attention.default(
+            query, key, value, attn_mask, False, dropout_p, is_causal, scale=scale)[0]
+
+    def tensor(data, *args, dtype=None, device=None, requires_grad=False, pin_memory=False):
+        if not args and isinstance(data, (bool, int, float)):
+            if dtype is None:
+                dtype = torch.bool if isinstance(data, bool) else torch.int64 if isinstance(data, int) \
+                    else torch.get_default_dtype()
+            return torch.full((), data, dtype=dtype, device=device)
+        return original(data, *args, dtype=dtype, device=device, requires_grad=requires_grad, pin_memory=pin_memory)
+
+    torch.tensor = tensor
+    F.dropout = dropout
+    F.scaled_dot_product_attention = sdpa
+    try:
+        yield
+    finally:
+        torch.tensor = original
+        F.dropout = original_dropout
+        F.scaled_dot_product_attention = original_sdpa
 
 
 def trace_task(task_source: str, init: tuple[tuple, dict] | None = None,
@@ -200,15 +317,23 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
             # Inference mode, as the Verifier runs the reference: BatchNorm with its running statistics,
             # dropout off (a graph traced in training mode computes something else).
             model = module.Model(*args, **kwargs).eval()
+            inputs = list(module.get_inputs())
             if specs is not None:
-                inputs = [torch.empty(shape, dtype=getattr(torch, dtype)) for shape, dtype in specs]
-            else:
-                inputs = list(module.get_inputs())
+                # The tensors at the given shapes; numbers forward takes stay the task's (traced as constants).
+                shaped = iter([torch.empty(shape, dtype=getattr(torch, dtype)) for shape, dtype in specs])
+                inputs = [x if isinstance(x, (bool, int, float)) else next(shaped, x) for x in inputs]
     except Exception as exc:
         return TraceReply(ok=False, message=f"building the task's model failed: {type(exc).__name__}: {exc}")
+    scalars: dict[int, Any] = {}
     for i, x in enumerate(inputs):
-        if not isinstance(x, torch.Tensor):
-            return TraceReply(ok=False, message=f"input {i} is a {type(x).__name__}, not a tensor: only tensor inputs are fused")
+        if isinstance(x, torch.Tensor):
+            continue
+        if isinstance(x, (bool, int, float)):
+            scalars[i] = x  # traced as the constant it is; the binding checks each call passes the same
+            continue
+        return TraceReply(ok=False, message=f"input {i} is a {type(x).__name__}, not a tensor or a number: "
+                                            "only tensor and number inputs are fused")
+    tensor_positions = [i for i in range(len(inputs)) if i not in scalars]
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     names = list(params) + list(buffers)
@@ -216,20 +341,26 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
 
     def run(*flat):
         state = dict(zip(names, flat[:n_state]))
-        return functional_call(model, state, tuple(flat[n_state:]))
+        given = iter(flat[n_state:])
+        args = tuple(scalars[i] if i in scalars else next(given) for i in range(len(inputs)))
+        return functional_call(model, state, args)
 
     # Parameters as plain tensors, so their sizes are symbolic too (a model built for other sizes fits).
-    flat = [p.detach() for p in params.values()] + list(buffers.values()) + inputs
+    flat = [p.detach() for p in params.values()] + list(buffers.values()) + [inputs[i] for i in tensor_positions]
     symbolic = True
     try:
-        gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="symbolic")(*flat)
+        with _as_on_cuda():
+            gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="symbolic")(*flat)
     except Exception:
         symbolic = False
         try:
-            gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="fake")(*flat)
+            with _as_on_cuda():
+                gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="fake")(*flat)
         except Exception as exc:
             return TraceReply(ok=False, message=f"tracing Model.forward failed: {type(exc).__name__}: {exc}")
 
+    # Values nothing reads (the reserve buffer of a batch norm's eager path, say); copies into inputs stay.
+    gm.graph.eliminate_dead_code()
     graph = OpGraph(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32), torch_version=torch.__version__,
                     symbolic=symbolic)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -243,7 +374,9 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
         elif i < n_state:
             graph.inputs.append(GraphInput(node.name, "buffer", names[i], 0, shape, dtype, exprs))
         else:
-            graph.inputs.append(GraphInput(node.name, "input", "", i - n_state, shape, dtype, exprs))
+            graph.inputs.append(GraphInput(node.name, "input", "", tensor_positions[i - n_state], shape, dtype, exprs))
+    graph.scalars = [ScalarInput(i, v) for i, v in sorted(scalars.items())]
+    attention: dict[str, bool] = {}
     for node in gm.graph.nodes:
         if node.op == "call_function":
             val = node.meta.get("val")
@@ -257,10 +390,21 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
                 exprs = [_expr(d) for d in val.shape]
             else:
                 shape, dtype = (), "tuple" if isinstance(val, (tuple, list)) else "scalar"
+            args, kwargs = list(node.args), dict(node.kwargs)
+            if op == _EFFICIENT_ATTENTION:
+                # Back to the op forward called (see _as_on_cuda); its output is the tuple's first part.
+                args = args + [None, False, 0.0, False][len(args) - 3:]  # the defaults tracing left out
+                op, args, kwargs = _SDPA, [args[0], args[1], args[2], args[3], args[5], args[6]], \
+                    {"scale": kwargs.get("scale")}
+                out = val[0]
+                shape, dtype, exprs = tuple(_hint(d) for d in out.shape), _dtype_name(out.dtype), [_expr(d) for d in out.shape]
+                attention[node.name] = True
+            elif op == "getitem" and attention.get(getattr(node.args[0], "name", "")) and node.args[1] == 0:
+                op, args, kwargs = "aten.alias.default", [node.args[0]], {}
             graph.nodes.append(OpNode(
                 name=node.name, op=op,
-                args_json=json.dumps(_encode(list(node.args))),
-                kwargs_json=json.dumps({k: _encode(v) for k, v in node.kwargs.items()}),
+                args_json=json.dumps(_encode(args)),
+                kwargs_json=json.dumps({k: _encode(v) for k, v in kwargs.items()}),
                 shape=shape, dtype=dtype, shape_expr=exprs,
             ))
         elif node.op == "output":
@@ -269,7 +413,7 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
             graph.outputs = [n.name if isinstance(n, torch.fx.Node) else "" for n in flat]
             graph.output_is_tuple = isinstance(result, (tuple, list)) and not (
                 isinstance(result, (tuple, list)) and len(result) == 1 and not _returns_sequence(model, inputs))
-    specs = [(tuple(int(d) for d in x.shape), _dtype_name(x.dtype)) for x in inputs]
+    specs = [(tuple(int(d) for d in x.shape), _dtype_name(x.dtype)) for x in inputs if isinstance(x, torch.Tensor)]
     return TraceReply(ok=True, graph=graph, input_specs=specs)
 
 

@@ -1,7 +1,7 @@
 """The shapes of the template Coder's reduction kernels: passes over the row, barriers, loads.
 
-What a user would see as time: a GroupNorm row read twice (statistics, then outputs), not
-three times; LayerNorm's mean and variance behind one barrier; softmax dividing by a
+What a user would see as time: a GroupNorm row read once where a Hopper cluster holds it, else
+twice (statistics, then outputs), not three times; LayerNorm's mean and variance behind one barrier; softmax dividing by a
 reciprocal taken once; a boolean mask loaded 8 bytes at a time; middle-dimension
 reductions loading 16 bytes a thread. Every kernel here is also compiled with nvcc.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.template_coder import kernels, lower
+from stitch_lsp.agents.template_coder import lower, reduction_kernels as kernels
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(900)
@@ -28,8 +28,8 @@ def _graph(name: str):
     return reply.graph
 
 
-def _kernel(name: str):
-    (spec,) = lower(_graph(name)).kernels
+def _kernel(name: str, sm: int = 90):
+    (spec,) = lower(_graph(name), sm=sm).kernels
     return spec
 
 
@@ -37,8 +37,20 @@ def _body(spec) -> str:
     return spec.source.split('extern "C"', 1)[1]
 
 
-def test_groupnorm_reads_each_row_twice_with_statistics_in_one_pass():
+def test_groupnorm_on_hopper_reads_each_row_once_held_by_a_cluster():
+    # 512 rows of 81920: too long for one block's registers, not for a cluster of 4 blocks (sm_90).
     spec = _kernel("norm_groupnorm_silu_bf16")
+    body = _body(spec)
+    assert "__cluster_dims__(4, 1, 1)" in body and "holding it in registers" in spec.note
+    assert not re.findall(r"for \(int it = ", body)  # no loop over the row: each element loaded once
+    assert len(re.findall(r"stitch_ldv<8>\(in0 \+ c\d", body)) == 3  # a block's 20480 values, 8 a thread a time
+    # The statistics in one pass: each block's moments, merged over the cluster through distributed shared memory.
+    assert "stitch_moments_merge" in body and "stitch_cluster_ld(cx" in body
+    assert body.count("stitch_cluster_sync()") == 2
+
+
+def test_groupnorm_without_clusters_reads_each_row_twice_with_statistics_in_one_pass():
+    spec = _kernel("norm_groupnorm_silu_bf16", sm=80)
     body = _body(spec)
     loops = re.findall(r"for \(int it = [^;]*;", body)
     assert len(loops) == 2, loops  # one statistics pass, one output pass
@@ -91,7 +103,7 @@ def test_middle_dimension_reduction_loads_16_bytes_a_thread():
     spec = _kernel("red_amax_middle_dim_bf16")
     body = _body(spec)
     assert "stitch_ldv<8>(in0 + c0" in body
-    assert "8 columns a thread" in spec.note
+    assert "8 rows a thread" in spec.note
 
 
 @pytest.mark.nvcc
@@ -104,7 +116,8 @@ def test_forced_row_configs_compile(tmp_path):
     cases = {"norm_bias_residual_layernorm_bf16": [C(128, 256, False), C(512, 512, False), C(256, 256, True)],
              "red_softmax_causal_fp32": [C(32, 128, False), C(64, 256, False)],
              "red_logsumexp_bf16": [C(1024, 1024, True), C(512, 512, False, prefetch=True)]}
-    default = kernels.row_config
+    default, default_cluster = kernels.row_config, kernels.cluster_for
+    kernels.cluster_for = lambda *a, **k: None  # the forced shapes, not a cluster
     try:
         for name, configs in cases.items():
             graph = _graph(name)
@@ -118,4 +131,4 @@ def test_forced_row_configs_compile(tmp_path):
                                      capture_output=True, text=True, timeout=300)
                 assert out.returncode == 0, (path.name, out.stderr[-800:])
     finally:
-        kernels.row_config = default
+        kernels.row_config, kernels.cluster_for = default, default_cluster

@@ -15,7 +15,7 @@ import types
 import pytest
 
 from stitch_lsp.agents.planner import make_plan
-from stitch_lsp.agents.template_coder import TemplateCoder, kernels
+from stitch_lsp.agents.template_coder import TemplateCoder, reduction_kernels as kernels
 from stitch_lsp.pipeline import Task
 from tests.agents.test_template_rows_host import CASES, OFFSET_CASES, REPO
 
@@ -32,6 +32,7 @@ def _models(name: str, sizes: dict, config, monkeypatch):
     assert reply.ok, reply.message
     if config is not None:
         monkeypatch.setattr(kernels, "row_config", lambda *a: config)
+        monkeypatch.setattr(kernels, "cluster_for", lambda *a, **k: None)  # the forced shape, not a cluster
     task = Task(name=name, source=source)
     candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
     ref_mod = types.ModuleType(f"ref_{name}")

@@ -11,13 +11,14 @@ inputs, in the launch shapes the Coder picks and in forced ones.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.agents.template_coder import kernels, lower  # noqa: E402
+from stitch_lsp.agents.template_coder import lower, reduction_kernels as kernels  # noqa: E402
 from stitch_lsp.agents.template_coder.program import program_data  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 
@@ -34,6 +35,7 @@ SHIM = r"""
 #include <vector>
 #include <mutex>
 #include <condition_variable>
+#include <algorithm>
 #include <vector_types.h>
 struct StitchDim3 { unsigned x = 0, y = 1, z = 1; };
 static thread_local StitchDim3 blockIdx, threadIdx;
@@ -43,6 +45,9 @@ static StitchDim3 blockDim, gridDim;
 #define __shared__ static
 template <typename T> static inline T __ldg(const T* p) { return *p; }
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+using std::min;
+using std::max;
 #define __expf(x) expf(x)
 #define __logf(x) logf(x)
 #define __sinf(x) sinf(x)
@@ -60,33 +65,69 @@ struct StitchBarrier {
     cv.wait(lock, [&] { return gen != g; });
   }
 };
-static StitchBarrier stitch_block_barrier;
-static std::vector<StitchBarrier> stitch_warp_barriers(32);
-static float stitch_warp_slots[32][32];
-static inline void __syncthreads() { stitch_block_barrier.wait(); }
+// Blocks of a cluster run at the same time, each with its own barriers and warps (indexed by its rank).
+static int stitch_cluster_size = 1;
+static inline unsigned stitch_rank() { return blockIdx.x % stitch_cluster_size; }
+static StitchBarrier stitch_block_barriers[16];
+static std::vector<StitchBarrier> stitch_warp_barriers(16 * 32);
+static float stitch_warp_slots[16 * 32][32];
+static inline void __syncthreads() { stitch_block_barriers[stitch_rank()].wait(); }
+template <typename T> static inline T __shfl_sync(unsigned, T v, int src) {
+  const unsigned w = stitch_rank() * 32 + threadIdx.x / 32, lane = threadIdx.x % 32;
+  stitch_warp_slots[w][lane] = v;
+  stitch_warp_barriers[w].wait();
+  const T got = stitch_warp_slots[w][src & 31];
+  stitch_warp_barriers[w].wait();
+  return got;
+}
 template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
-  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned w = stitch_rank() * 32 + threadIdx.x / 32, lane = threadIdx.x % 32;
   stitch_warp_slots[w][lane] = v;
   stitch_warp_barriers[w].wait();
   const T got = stitch_warp_slots[w][lane ^ o];
   stitch_warp_barriers[w].wait();
   return got;
 }
+// Distributed shared memory: each block of the cluster registers its exchange array; a read by rank
+// finds the same offset in that block's array.
+static StitchBarrier stitch_cluster_barrier;
+static float* stitch_cluster_arrays[16];
+static inline void stitch_cluster_bind(float* p) { stitch_cluster_arrays[stitch_rank()] = p; }
+static inline void stitch_cluster_sync() { stitch_cluster_barrier.wait(); }
+static inline float stitch_cluster_ld(const float* p, unsigned rank) {
+  return stitch_cluster_arrays[rank][p - stitch_cluster_arrays[stitch_rank()]];
+}
+#define __cluster_dims__(...)
 """
 
 
 def _driver(source: str, name: str, params: list[tuple[str, str]], n_in: int, grid: int, block: int) -> str:
-    """Runs the blocks one by one, a host thread per CUDA thread (barriers and shuffles need them all)."""
+    """Runs the blocks one by one (a cluster's together), a host thread per CUDA thread (barriers and shuffles
+    need them all). A cluster's blocks each need their own shared memory: the kernel is compiled once per rank,
+    in a namespace of its own, and rank r's threads run copy r."""
     warps = (block + 31) // 32
-    return host.driver_main(source, params, n_in, lambda args: [
-        f"  gridDim.x = {grid}; blockDim.x = {block};",
-        f"  stitch_block_barrier.count = {block};",
-        f"  for (unsigned w = 0; w < {warps}; ++w) stitch_warp_barriers[w].count = "
+    m = re.search(r"__cluster_dims__\((\d+)", source)
+    size = int(m.group(1)) if m else 1
+    call = name
+    if size > 1:
+        head, marker, body = source.partition('extern "C" ')
+        source = head + "".join(f"namespace stitch_r{r} {{\n{body}\n}}\n" for r in range(size))
+        call = "stitch_kernels[r]"
+    lines = [f"  gridDim.x = {grid}; blockDim.x = {block}; stitch_cluster_size = {size};",
+             f"  stitch_cluster_barrier.count = {size * block};"]
+    if size > 1:
+        lines.append(f"  decltype(&stitch_r0::{name}) stitch_kernels[] = {{"
+                     + ", ".join(f"&stitch_r{r}::{name}" for r in range(size)) + "};")
+    return host.driver_main(source, params, n_in, lambda args: lines + [
+        f"  for (unsigned r = 0; r < {size}; ++r) {{",
+        f"    stitch_block_barriers[r].count = {block};",
+        f"    for (unsigned w = 0; w < {warps}; ++w) stitch_warp_barriers[r * 32 + w].count = "
         f"{block} - 32 * (int)w < 32 ? {block} - 32 * (int)w : 32;",
-        f"  for (unsigned b = 0; b < {grid}; ++b) {{",
+        "  }",
+        f"  for (unsigned first = 0; first < {grid}; first += {size}) {{",
         "    std::vector<std::thread> threads;",
-        f"    for (unsigned t = 0; t < {block}; ++t) threads.emplace_back([=] {{",
-        f"      blockIdx.x = b; threadIdx.x = t; {name}({args});", "    });",
+        f"    for (unsigned r = 0; r < {size}; ++r) for (unsigned t = 0; t < {block}; ++t) threads.emplace_back([=] {{",
+        f"      blockIdx.x = first + r; threadIdx.x = t; {call}({args});", "    });",
         "    for (auto& th : threads) th.join();", "  }"], shim=SHIM)
 
 
@@ -101,6 +142,7 @@ def _check(name: str, tmp: Path, monkeypatch, sizes: dict, config=None,
     assert reply.ok, reply.message
     if config is not None:
         monkeypatch.setattr(kernels, "row_config", lambda *a: config)
+        monkeypatch.setattr(kernels, "cluster_for", lambda *a, **k: None)  # the forced shape, not a cluster
     program = lower(reply.graph)
     assert program.kernels and all(k.kind in ("row_reduction", "col_reduction") for k in program.kernels), \
         program.notes
@@ -163,6 +205,7 @@ def test_one_pass_variance_is_as_accurate_as_eager_under_a_large_offset(case, tm
     reply = trace_task(source)
     assert reply.ok, reply.message
     monkeypatch.setattr(kernels, "row_config", lambda *a: config)
+    monkeypatch.setattr(kernels, "cluster_for", lambda *a, **k: None)
     monkeypatch.setattr(host, "_driver", _driver)
     prog = program_data(lower(reply.graph))
     ns: dict = {}

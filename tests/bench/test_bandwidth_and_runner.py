@@ -104,6 +104,15 @@ def test_misses_mode_profiles_only_the_misses(monkeypatch):
     slow = runner.OptionsVerifier(Inner(_verdict(eager=1.1)), profile="misses")
     assert slow.verify("s", "c", cancel="tok").profile == "the profile"
     assert calls == [("verify", False), ("verify", False), ("profile", "tok")]
+    # A miss behind a convolution or GEMM is the library's: not worth half a minute of Nsight Compute.
+    from stitch_lsp.pipeline import Candidate
+
+    conv = Candidate(module_source="", library_calls=["aten.convolution.default (cuDNN through torch)"])
+    verdict = runner.OptionsVerifier(Inner(_verdict(eager=1.1)), profile="misses").verify("s", conv, cancel="tok")
+    assert verdict.profile.status == "skipped" and "library call dominates" in verdict.profile.message
+    pool = Candidate(module_source="", library_calls=["aten.avg_pool2d.default (pooling)"])
+    assert runner.OptionsVerifier(Inner(_verdict(eager=1.1)), profile="misses").verify("s", pool).profile == \
+        "the profile"
     runner.configure(profile=False)
     assert runner._state.profile == "none"
     with pytest.raises(ValueError):

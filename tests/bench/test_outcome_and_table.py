@@ -78,9 +78,13 @@ def test_without_a_verdict_the_status_says_which_stage_stopped():
     assert result.min_bytes == 1024 and result.bound == "memory" and result.bound_source == "task"
     result = to_result(task, coder="llm", plan=plan, candidate=None, verdict=None, message="no API key: set ANTHROPIC_API_KEY")
     assert result.status == "coder_error" and "API key" in result.reason
+    # A task the tracer cannot follow is not covered, with the tracer's reason; one that does not import is broken.
     result = to_result(task, coder="template", plan=None, candidate=None, verdict=None,
-                       message="Could not trace the selection: boom")
-    assert result.status == "error" and "trace" in result.reason
+                       message="Could not trace the selection: tracing Model.forward failed: boom")
+    assert result.status == "not_covered" and "trace" in result.reason
+    result = to_result(task, coder="template", plan=None, candidate=None, verdict=None,
+                       message="Could not trace the selection: the task does not import: SyntaxError")
+    assert result.status == "error" and "import" in result.reason
     result = to_result(task, coder="template", plan=plan, candidate=CAND_WITH_KERNEL, verdict=None, message="not verified")
     assert result.status == "error"
     no_gpu = Verdict(status=VerdictStatus.NO_GPU, summary="no CUDA device")

@@ -1,18 +1,19 @@
 """The built-in template Coder: lowers a Plan's graph into fused CUDA kernels. No network, no API key.
 
-Pointwise chains (any broadcasting, views, slices, ``cat``) become one
-vectorised single-pass kernel; groups with last-dimension reductions (softmax,
-log-softmax, logsumexp, LayerNorm, RMSNorm, GroupNorm, sum / mean / max / min)
-become one row kernel with their prologue and epilogue fused in; GEMMs stay on
-cuBLAS through torch (with the reference's TF32 setting) and their epilogues
-are fused. What it cannot lower stays PyTorch and is listed in
-``Candidate.uncovered_ops``.
+Pointwise chains (any broadcasting, views, slices, ``cat``) become one vectorised
+single-pass kernel; groups of reductions over any dimensions (norms, softmaxes,
+losses, arg reductions) become one reduction kernel with their prologue and
+epilogue fused in (``reduction_kernels``: a warp, a block, a Hopper cluster or,
+for few long rows, several blocks per row); ``cumsum`` / ``cumprod`` a scan
+kernel (``scan_kernel``). GEMMs, convolutions, pooling and attention stay
+library calls (``library_call``) and what follows them is fused. What it cannot
+lower stays PyTorch and is listed in ``Candidate.blocking_ops``.
 """
 
 from __future__ import annotations
 
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
-from stitch_lsp.agents.template_coder.lower import LoweredProgram, lower
+from stitch_lsp.agents.template_coder.lower import LoweredProgram, lower, sm_of
 from stitch_lsp.agents.template_coder.binding import candidate_module, edit_module
 from stitch_lsp.pipeline import Candidate, Plan, Task
 
@@ -26,7 +27,7 @@ class TemplateCoder:
     def generate(self, task: Task, plan: Plan, feedback: str | None = None) -> Candidate:
         if plan.graph is None:
             raise ValueError("the plan has no traced graph; the template Coder lowers the traced graph")
-        program = lower(plan.graph, self.gemm)
+        program = lower(plan.graph, self.gemm, sm=sm_of(plan.device_name))
         module = candidate_module(task, program)
         return Candidate(
             module_source=module,
@@ -36,6 +37,8 @@ class TemplateCoder:
             notes=program.notes,
             uncovered_ops=program.uncovered_ops,
             library_fusions=list(program.library_fusions),
+            library_calls=list(program.library_calls),
+            blocking_ops=list(program.blocking_ops),
         )
 
 

@@ -72,7 +72,16 @@ class _Fused:
                 f"this fused kernel was generated for shapes {[c[0] for c in baked['checks']]}; "
                 f"got {[s for s, _ in named]}. Install Stitch to re-generate it for new shapes, "
                 "or fuse again") from None
-        return program_for(self.graph, [s for s, _ in named], _GEMM_MODE)
+        return program_for(self.graph, [s for s, _ in named], _GEMM_MODE, sm=_sm(tensors[0]))
+
+
+def _sm(tensor):
+    # Kernels for the device the tensors are on (Hopper's clusters from compute capability 9.0); an H100, as
+    # the Planner assumes, for tensors on no GPU (the program is only described then, never run).
+    if not tensor.is_cuda:
+        return 90
+    major, minor = torch.cuda.get_device_capability(tensor.device)
+    return 10 * major + minor
 
 
 def _value(v, env, device):
@@ -264,7 +273,7 @@ class _Retraced(_Fused):
                         key=lambda pair: pair[0])
         specs = [(list(t.shape), str(t.dtype).replace("torch.", "")) for _, t in inputs]
         self.baked, self.graph = program_for_init(_REFERENCE_SOURCE, self.args, self.kwargs, specs, roles,
-                                                  _GEMM_MODE)
+                                                  _GEMM_MODE, sm=_sm(tensors[0]))
 
 
 def _describe(bound):
@@ -282,8 +291,13 @@ def _fused_for(args, kwargs):
 def candidate_module(task: Task, program: LoweredProgram, loader_import: str = LOADER_IMPORT) -> str:
     """A KernelBench solution: ``ModelNew`` subclasses the reference ``Model`` and calls the fused program."""
     graph = program.graph
-    forward_inputs = sorted((i for i in graph.inputs if i.role == "input"), key=lambda i: i.index)
-    args = ", ".join(f"x{i.index}" for i in forward_inputs)
+    positions = sorted([i.index for i in graph.inputs if i.role == "input"] + [s.index for s in graph.scalars])
+    args = ", ".join(f"x{k}" for k in positions)
+    # Numbers forward takes were traced as constants: a call with another value needs another kernel.
+    checks = "".join(
+        f"        if x{s.index} != {s.value!r}:\n"
+        f"            raise ValueError(f\"this fused kernel was generated for input {s.index} = {s.value!r}, got "
+        f"{{x{s.index}!r}}; fuse again for that value\")\n" for s in graph.scalars)
     call_args = []
     for i in graph.inputs:
         if i.role in ("param", "buffer") and all(p.isidentifier() for p in i.path.split(".")):
@@ -317,7 +331,7 @@ class ModelNew(_reference.Model):
         self._stitch_fused = _fused_for(args, kwargs)
 
     def forward(self, {args}):
-        return self._stitch_fused({", ".join(call_args)})
+{checks}        return self._stitch_fused({", ".join(call_args)})
 '''
 
 

@@ -165,6 +165,43 @@ __device__ __forceinline__ void stitch_moments_local(float cnt, float s1, float 
   m2 = s2 - s1 * d;
 }
 
+// (value, position) of the first maximum / minimum merged with another: NaN is both the maximum and the
+// minimum (as torch.argmax / argmin have it), and among equal values (or NaNs) the smaller position wins.
+__device__ __forceinline__ void stitch_argmax_merge(float& v, int& i, float vb, int ib) {
+  const bool an = v != v, bn = vb != vb;
+  const bool take = an ? (bn && ib < i) : (bn || vb > v || (vb == v && ib < i));
+  if (take) { v = vb; i = ib; }
+}
+__device__ __forceinline__ void stitch_argmin_merge(float& v, int& i, float vb, int ib) {
+  const bool an = v != v, bn = vb != vb;
+  const bool take = an ? (bn && ib < i) : (bn || vb < v || (vb == v && ib < i));
+  if (take) { v = vb; i = ib; }
+}
+
+// A cluster of blocks (Hopper) sharing one row: every thread of every block waits at the barrier, and a
+// block reads another's shared memory (its rank in the cluster) through the distributed shared memory.
+// Host builds of a kernel (the kernel tests, g++) define these three themselves; every CUDA compiler
+// (NVRTC, and both of nvcc's passes: its host pass parses the kernels too) gets these.
+#if defined(__CUDACC__) || defined(__CUDA_ARCH__)
+__device__ __forceinline__ void stitch_cluster_bind(float*) {}
+__device__ __forceinline__ void stitch_cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ float stitch_cluster_ld(const float* p, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+  unsigned local = (unsigned)__cvta_generic_to_shared(p), remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+#else
+  return *p;
+#endif
+}
+#endif
+
 // The number of SM identifiers (at least the SMs' count): how many blocks of one per SM run at once.
 __device__ __forceinline__ int stitch_nsm() {
   unsigned n = 132;

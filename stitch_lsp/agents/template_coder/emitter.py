@@ -15,7 +15,11 @@ from typing import Any, Callable
 from attrs import define
 
 from stitch_lsp.agents import op_table
+from stitch_lsp.agents.reduction_domain import Domain, broadcasts_per_row
 from stitch_lsp.op_graph import OpNode
+
+# The index of an element the kernel walks (``e{chunk}_{lane}``), as the kernel writers declare it.
+_ELEMENT = re.compile(r"e\d+_\d+")
 
 
 class Unsupported(Exception):
@@ -124,6 +128,7 @@ class Emitter:
         self.indent = "    "
         # Row-kernel context: values per row (reductions and what derives from them).
         self.row_len = 0
+        self.row_domain: Domain | None = None  # where rows are not the last dims: how elements map to rows
         self.row_values: dict[str, str] = {}
         self.row_nodes: set[str] = set()
         # Vector loads: (leaf, index var) -> (chunk base expr, lane) filled by the kernel writer.
@@ -188,8 +193,15 @@ class Emitter:
                     return self.value(src.name, "row")
                 return self.value(src.name, broadcast_index("row", node.shape, src.shape))
             if src.name in self.row_nodes:
-                if not is_row_broadcast(src.shape, node.shape, self.row_len):
+                if self.row_domain is not None:
+                    per_row = broadcasts_per_row(tuple(src.shape), tuple(node.shape), self.row_domain)
+                else:
+                    per_row = is_row_broadcast(src.shape, node.shape, self.row_len)
+                if not per_row:
                     raise Unsupported(f"{src.name} {list(src.shape)} does not broadcast per row into {list(node.shape)}")
+                if not _ELEMENT.fullmatch(ix):
+                    # Reached through a permute, a slice or a broadcast: the element may lie in another row.
+                    raise Unsupported(f"{src.name} is a per-row value read at another element's index")
                 return self.value(src.name, "row")
             return self.value(src.name, broadcast_index(ix, node.shape, src.shape))
         if isinstance(arg, bool):
@@ -202,8 +214,7 @@ class Emitter:
         kind = op_table.classify(node.op, node.dtype)
         args = node.args
         if kind == "creation":
-            value = args[0] if node.op == "aten.scalar_tensor.default" else args[1]
-            return op_table.c_float(value)
+            return self._creation(node, ix)
         if kind == "pointwise":
             fast = self.fast_math and node.name not in self.exact
             if fast and node.dtype == "float32":
@@ -224,6 +235,8 @@ class Emitter:
             held = False
             if node.dtype == "bool":
                 expr = f"(({expr}) != 0.f ? 1.f : 0.f)"
+            elif node.dtype in ("int64", "int32"):
+                expr = f"truncf({expr})"  # an integer result (x.long()): its fraction dropped, as eager drops it
             elif node.dtype in ("bfloat16", "float16") and self._selects_exact(node, operands):
                 held = True  # one of its operands, already a value of this dtype: rounding would not change it
             elif node.name not in self.stored_only:
@@ -243,6 +256,31 @@ class Emitter:
         if kind == "reduction":
             raise Unsupported(f"{op_table.short(node.op)} used where its row value is not ready")
         raise Unsupported(f"{op_table.short(node.op)} is not fused by the template Coder")
+
+    def _creation(self, node: OpNode, ix: str) -> str:
+        """A constant, or (arange) a function of the element's own index."""
+        op, args = node.op, node.args
+        if op.startswith("aten.arange."):
+            start, step = 0, 1
+            if op == "aten.arange.start":
+                start = args[0]
+            elif op == "aten.arange.start_step":
+                start, step = args[0], (args[2] if len(args) > 2 else 1)
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, step)):
+                raise Unsupported("arange with bounds that are not numbers")
+            term = f"(float)({ix})" if step == 1 else f"(float)({ix}) * {op_table.c_float(step)}"
+            value = f"({op_table.c_float(start)} + {term})" if start else f"({term})"
+            if ix == "row":
+                raise Unsupported("arange as a per-row value")
+            var = self.fresh()
+            self.emit(f"const float {var} = {value};")
+            return var
+        if op in ("aten.zeros.default", "aten.zeros_like.default") or op in op_table.EMPTY_OPS:
+            return "0.f"  # an empty tensor's values are whatever memory held: only its shape is ever used
+        if op in ("aten.ones.default", "aten.ones_like.default"):
+            return "1.f"
+        value = args[0] if op == "aten.scalar_tensor.default" else args[1]
+        return op_table.c_float(value)
 
     def _selects_exact(self, node: OpNode, operands: list[str]) -> bool:
         positions = op_table.SELECTING_OPS.get(node.op)
@@ -361,7 +399,7 @@ class Emitter:
             return self._cat(node, ix)
         src = self.index[src_name]
         if ix == "row":
-            if src.numel == node.numel and op not in ("aten.permute.default", "aten.t.default",
+            if src.numel == node.numel and op not in ("aten.permute.default", "aten.t.default", "aten.flip.default",
                                                        "aten.transpose.int", "aten.expand.default"):
                 return self.value(src_name, "row")
             raise Unsupported(f"{op_table.short(op)} of a per-row value")
@@ -393,6 +431,24 @@ class Emitter:
             if step != 1:
                 c[dim] = Digit(f"({c[dim].expr} * {step}LL)", (c[dim].bound - 1) * step + 1)
             return self.value(src_name, self._index([(c[d], sstr[d]) for d in range(rank)], start * sstr[dim]))
+        if op == "aten.repeat.default":
+            reps = list(args[1])
+            full = (1,) * (len(node.shape) - len(src.shape)) + tuple(src.shape)
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(full)
+            terms = [(Digit(f"({c[d].expr} % {full[d]}LL)" if full[d] != node.shape[d] else c[d].expr, full[d]), sstr[d])
+                     for d in range(len(node.shape)) if full[d] > 1]
+            return self.value(src_name, self._index(terms))
+        if op == "aten.index.Tensor":
+            return self._gather(node, src, ix)
+        if op == "aten.flip.default":
+            rank = len(src.shape)
+            flipped = {d % rank for d in args[1]}
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            terms = [(Digit(f"({node.shape[d] - 1}LL - {c[d].expr})", node.shape[d]) if d in flipped and node.shape[d] > 1
+                      else c[d], sstr[d]) for d in range(rank)]
+            return self.value(src_name, self._index(terms))
         if op == "aten.select.int":
             rank = len(src.shape)
             dim = args[1] % rank
@@ -405,6 +461,34 @@ class Emitter:
         if src.numel != node.numel:
             raise Unsupported(f"{op_table.short(op)} changes the element count")
         return self.value(src_name, ix)
+
+    def _gather(self, node: OpNode, src: OpNode, ix: str) -> str:
+        """``x[..., i, j, ...]`` with index tensors on neighbouring dims (nearest upsampling's, say): the
+        element's coordinates there are the index tensors' values at its position in their broadcast shape."""
+        idx = node.args[1]
+        dims = [k for k, t in enumerate(idx) if t is not None]
+        if not dims or dims != list(range(dims[0], dims[-1] + 1)):
+            raise Unsupported("indexing with tensors on dimensions that are not neighbours")
+        first = dims[0]
+        nb = len(node.shape) - len(src.shape) + len(dims)  # dims of the index tensors' broadcast shape
+        bshape = tuple(node.shape[first:first + nb])
+        c = self._coords(ix, node.shape)
+        bstr = contiguous_strides(bshape)
+        b_ix = self._index([(c[first + d], bstr[d]) for d in range(nb)])
+        picked = []
+        for k in dims:
+            t = self.index[idx[k]["$"]]
+            if t.dtype not in ("int64", "int32"):
+                raise Unsupported("indexing with a boolean mask")
+            v = self.value(t.name, broadcast_index(b_ix, bshape, tuple(t.shape)))
+            size = src.shape[k]
+            var = self.fresh("i")
+            # An index below zero counts from the end, as in eager.
+            self.emit(f"const long long {var} = (long long)({v}) < 0 ? (long long)({v}) + {size}LL : (long long)({v});")
+            picked.append(Digit(var, size))
+        coords = c[:first] + picked + c[first + nb:]
+        sstr = contiguous_strides(src.shape)
+        return self.value(src.name, self._index([(coords[d], sstr[d]) for d in range(len(src.shape))]))
 
     def _as_var(self, expr: str) -> str:
         if expr.replace("_", "").isalnum():

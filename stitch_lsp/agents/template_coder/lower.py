@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from attrs import define, field
 
-from stitch_lsp.agents import op_table
-from stitch_lsp.agents.fusion import Group, split
+from stitch_lsp.agents import library_calls, op_table
+from stitch_lsp.agents.fusion import Group, simplify, split, split_tail
 from stitch_lsp.agents.template_coder.emitter import Unsupported
-from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, fuse_gemms
-from stitch_lsp.agents.template_coder.gemm_triton import gemm_kernel
+from stitch_lsp.agents.template_coder.gemm_match import fuse_gemms
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
-from stitch_lsp.agents.template_coder.kernels import KernelSpec, col_kernel, pointwise_kernel, row_kernel
+from stitch_lsp.agents.template_coder.kernels import KernelSpec, pointwise_kernel
+from stitch_lsp.agents.template_coder.reduction_kernels import reduction_kernels
+from stitch_lsp.agents.template_coder.scan_kernel import scan_kernel
+from stitch_lsp.agents.template_coder.library_call import describe as describe_library, lower_library
 from stitch_lsp.agents.template_coder.library_epilogue import fold_library_epilogues
 from stitch_lsp.op_graph import OpGraph
+
+
+# group kind -> the writer of its kernel(s): a KernelSpec, or a list of them run in order.
+KERNEL_WRITERS = {"pointwise": pointwise_kernel, "row_reduction": reduction_kernels, "col_reduction": reduction_kernels,
+                  "scan": scan_kernel}
 
 
 @define
@@ -34,58 +41,92 @@ class LoweredProgram:
     uncovered_ops: list[str] = field(factory=list)
     notes: list[str] = field(factory=list)
     library_fusions: list[str] = field(factory=list)  # ops folded into a library call's epilogue
+    library_calls: list[str] = field(factory=list)  # ops a library runs by design (cuBLAS, cuDNN, pooling)
+    # Ops left to PyTorch because no template covers them: what stops the task being covered.
+    blocking_ops: list[str] = field(factory=list)
     source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
     gemm_mode: str = "auto"  # the GemmOptions mode it was lowered with (re-lowering for other shapes keeps it)
 
+    @property
+    def covered(self) -> bool:
+        """Every op runs in a generated kernel or a library call."""
+        return not self.blocking_ops
 
-def lower(graph: OpGraph, gemm: GemmOptions | None = None) -> LoweredProgram:
+
+def sm_of(device_name: str) -> int:
+    """The compute capability to write kernels for, from the plan's device name (Hopper when unknown, as the
+    Planner assumes an H100)."""
+    name = device_name.upper()
+    if any(k in name for k in ("A100", "A10", "A30", "A40", "A6000", "L4", "L40", "RTX", "V100", "T4")):
+        return 80
+    return 90
+
+
+def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90) -> LoweredProgram:
+    """``gemm``: which GEMMs the GEMM family takes (with their epilogues; the rest stay cuBLAS calls);
+    ``sm``: the compute capability the kernels are for (Hopper's clusters from 90); the Planner's H100 by
+    default, the device's own when a candidate re-lowers itself for new shapes."""
     source = graph
     gemm = gemm or default_options()
-    graph, _ = fuse_gemms(graph, gemm.choose)
+    graph, _ = fuse_gemms(simplify(graph), gemm.choose)
     graph, folded = fold_library_epilogues(graph)
     groups = split(graph)
     index = graph.index()
     program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded,
                              source_graph=source, gemm_mode=gemm.mode)
-    for group in groups:
-        if group.kind == "library" and index[group.nodes[0]].op == GEMM_OP:
-            spec = gemm_kernel(index[group.nodes[0]])
-            group.note = spec.note
-            program.kernels.append(spec)
-            program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
-            program.notes.append(f"{spec.name}: {spec.note}")
-            continue
-        if group.kind in ("pointwise", "row_reduction", "col_reduction") and not group.outputs:
+    pending = list(groups)
+    while pending:
+        group = pending.pop(0)
+        if group.kind in KERNEL_WRITERS and not group.outputs:
             continue  # computes nothing anyone reads
-        if group.kind in ("pointwise", "row_reduction", "col_reduction"):
+        if group.kind in KERNEL_WRITERS:
             name = f"stitch_fused_{len(program.kernels)}"
-            writer = {"pointwise": pointwise_kernel, "row_reduction": row_kernel, "col_reduction": col_kernel}[group.kind]
             try:
-                spec = writer(group, index, name)
+                writer = KERNEL_WRITERS[group.kind]
+                specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
             except Unsupported as exc:
+                parts = split_tail(group, index) if group.kind != "pointwise" else None
+                if parts:
+                    # The reductions in one kernel, what follows them in another.
+                    program.notes.append(f"group {group.index} ({group.kind}): {exc}; its tail runs as a "
+                                         "separate pointwise kernel")
+                    pending[:0] = parts
+                    continue
                 group.note = str(exc)
                 program.notes.append(f"group {group.index} ({group.kind}) stays PyTorch: {exc}")
                 program.steps.append(Step(group.index, list(group.nodes), why=str(exc)))
                 _uncovered(program, group, index, str(exc))
                 continue
-            group.note = spec.note
-            program.kernels.append(spec)
-            program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
-            program.notes.append(f"{name}: {group.kind}, {spec.note}")
+            specs = specs if isinstance(specs, list) else [specs]
+            group.note = specs[-1].note
+            for spec in specs:
+                program.kernels.append(spec)
+                program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
+                program.notes.append(f"{spec.name}: {group.kind}, {spec.note}")
+            continue
+        if group.kind == "update":
+            # A buffer the module updates in place (BatchNorm's running statistics): a copy, by design.
+            program.steps.append(Step(group.index, list(group.nodes), why="updates a buffer in place"))
             continue
         why = ""
         if group.kind == "library":
-            group.note = "cuBLAS through torch" + (" (TF32 allowed, as in the reference)" if graph.allow_tf32 else "")
+            spec = lower_library(group, index, graph)
+            if spec is not None:
+                program.kernels.append(spec)
+                program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
+                program.notes.append(f"{spec.name}: {spec.note}")
+                continue
+            group.note = describe_library(group, index, graph)
         elif group.kind == "torch":
             why = f"{op_table.short(index[group.nodes[0]].op)} has no template"
         group.note = group.note or why
         program.steps.append(Step(group.index, list(group.nodes), why=why))
         if group.kind != "view":
-            _uncovered(program, group, index, group.note)
+            _uncovered(program, group, index, group.note, library=group.kind == "library")
     return program
 
 
-def _uncovered(program: LoweredProgram, group: Group, index, why: str) -> None:
+def _uncovered(program: LoweredProgram, group: Group, index, why: str, library: bool = False) -> None:
     for n in group.nodes:
         node = index[n]
         if op_table.classify(node.op, node.dtype) == "view" or node.op == "getitem":
@@ -93,3 +134,9 @@ def _uncovered(program: LoweredProgram, group: Group, index, why: str) -> None:
         label = node.op + (f" ({why})" if why else "")
         if label not in program.uncovered_ops:
             program.uncovered_ops.append(label)
+        listed = program.library_calls if library else program.blocking_ops
+        if label not in listed:
+            listed.append(label)
+        for inner in library_calls.DISPATCHES_TO.get(node.op, []) if library else []:
+            if inner not in program.uncovered_ops:
+                program.uncovered_ops.append(inner)

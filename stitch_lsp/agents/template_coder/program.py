@@ -36,7 +36,8 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                 continue
             steps.append({
                 "kernel": k.name, "grid": k.grid, "block": k.block, "args": leaves,
-                "outputs": [[o, list(index[o].shape), index[o].dtype] for o in k.outputs],
+                "outputs": [[o, list(index[o].shape), index[o].dtype] if o in index
+                            else [o, list(k.scratch[o][0]), k.scratch[o][1]] for o in k.outputs],
             })
             continue
         for n in step.nodes:
@@ -53,8 +54,10 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
     }
 
 
-def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str | None = None) -> dict[str, Any]:
-    """Re-lower a symbolically traced graph for other input shapes (the binding's just-in-time path).
+def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str | None = None,
+                sm: int = 90) -> dict[str, Any]:
+    """Re-lower a symbolically traced graph for other input shapes (the binding's just-in-time path), for a
+    device of compute capability ``sm``.
 
     ``gemm_mode``: the GEMM choice the module was generated with (None, from modules generated before it
     was recorded: the default).
@@ -62,11 +65,11 @@ def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str |
     graph = from_json(graph_json, OpGraph)
     if not graph.symbolic:
         raise ValueError("this kernel was traced for fixed shapes only; fuse again for the new shapes")
-    return program_data(lower(specialise(graph, shapes), _options(gemm_mode)))
+    return program_data(lower(specialise(graph, shapes), _options(gemm_mode), sm=sm))
 
 
 def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: list[tuple[list[int], str]],
-                     roles: list[list[Any]], gemm_mode: str | None = None) -> tuple[dict[str, Any], str]:
+                     roles: list[list[Any]], gemm_mode: str | None = None, sm: int = 90) -> tuple[dict[str, Any], str]:
     """The reference traced again for a model built with other constructor arguments (which can change
     the graph's constants), at forward's ``inputs`` (shape, dtype); the program and the traced graph.
 
@@ -85,7 +88,7 @@ def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: l
         raise ValueError("built with these constructor arguments the model has other parameters, buffers or "
                          f"inputs ({', '.join(p or f'input {i}' for _, p, i in have)}) than the fused kernel "
                          f"takes ({', '.join(p or f'input {i}' for _, p, i in roles)}); fuse again")
-    data = program_data(lower(graph, _options(gemm_mode)))
+    data = program_data(lower(graph, _options(gemm_mode), sm=sm))
     return data, (to_json(graph) if graph.symbolic else "{}")
 
 
