@@ -161,7 +161,7 @@ def ctrl_c_after_two(args: list[str], env: dict[str, str], run_dir: Path, timeou
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=timeout_s)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 130, f"rc {proc.returncode}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     assert "--resume" in stderr and "not run (interrupted)" in stdout
     return stdout, {p.stem for p in results.glob("*.json")}
 
