@@ -62,7 +62,7 @@ def test_applied_edit_runs_in_a_fresh_process(tmp_path):
     shutil.copy(FIXTURE, ws / "block_reference.py")
     lines = model.read_text().splitlines()
     start = next(i for i, l in enumerate(lines) if "h = self.norm(x + residual)" in l) + 1
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     run = subprocess.run([sys.executable, "-m", "stitch_lsp.cli", "fuse", f"{model}:{start}-{start + 1}", "--apply"],
                          cwd=ws, env=env, capture_output=True, text=True, timeout=850)
     assert run.returncode == 0, run.stdout + run.stderr
