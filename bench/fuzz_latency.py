@@ -202,7 +202,8 @@ def _waited_for_cpu(pid: int) -> float | None:
 def _split(samples: list[tuple[Any, float, float, float]],
            timing: dict[Any, dict[str, float]]) -> dict[str, list[float]]:
     """Each timed hover's milliseconds: the total, and its parts where the server reported them."""
-    parts: dict[str, list[float]] = {"total": [], "writing": [], "to_server": [], "in_server": [], "back": []}
+    parts: dict[str, list[float]] = {"total": [], "writing": [], "to_server": [], "in_server": [], "queued": [],
+                                     "handling": [], "back": []}
     for msg_id, sent, written, done in samples:
         parts["total"].append((done - sent) * 1000)
         parts["writing"].append((written - sent) * 1000)  # this process: encoding, the write lock, the write
@@ -210,7 +211,9 @@ def _split(samples: list[tuple[Any, float, float, float]],
         if t is None:
             continue
         parts["to_server"].append((t["read"] - written) * 1000)  # in the pipe until the server's loop read it
-        parts["in_server"].append((t["answered"] - t["read"]) * 1000)  # queued behind other messages, then answered
+        parts["in_server"].append((t["answered"] - t["read"]) * 1000)
+        parts["queued"].append((t["started"] - t["read"]) * 1000)  # behind other messages in the server's inbox
+        parts["handling"].append((t["answered"] - t["started"]) * 1000)  # from dispatch to the answer written
         parts["back"].append((done - t["answered"]) * 1000)  # the pipe, this process reading and waking up
     return parts
 
@@ -306,6 +309,7 @@ def main() -> int:
     ]
     labels = {"writing": "  writing the request (this process)", "to_server": "  written -> read by the server",
               "in_server": "  read -> answered (inside the server)",
+              "queued": "    read -> handled (queued)", "handling": "    handled -> answered",
               "back": "  answered -> in the timing thread"}
     for name, key in (("idle", "idle"), ("while fuzzing", "under_fuzz")):
         f = figures[f"hover_{key}_ms"]
