@@ -88,8 +88,9 @@ class PushbackReader:
 
 
 def chunks_of(stdin: Any, executor: Any) -> Callable[[], Awaitable[bytes]]:
-    """``read_chunk`` for a binary stream: read on the event loop where the stream is a pipe,
-    socket or terminal, else ``os.read`` on its descriptor in ``executor``."""
+    """``read_chunk`` for a binary stream: read on the event loop where the stream is a pipe or
+    socket, else ``os.read`` on its descriptor in ``executor``. A terminal is read in a thread:
+    the loop would make it non-blocking, and that outlasts the server in the user's shell."""
     import os
 
     try:
@@ -105,7 +106,7 @@ def chunks_of(stdin: Any, executor: Any) -> Callable[[], Awaitable[bytes]]:
 
     async def read_chunk() -> bytes:
         if not pipe:
-            pipe.append(await _pipe_reader(stdin) if fd is not None else None)
+            pipe.append(await _pipe_reader(stdin) if fd is not None and not os.isatty(fd) else None)
         reader = pipe[0]
         if reader is not None:
             return await reader.read(1 << 16)

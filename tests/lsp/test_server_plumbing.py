@@ -45,6 +45,30 @@ def test_a_regular_file_is_read_in_a_thread(tmp_path):
     assert asyncio.run(main()) == (b"Content-Length: 2\r\n\r\n{}", b"")
 
 
+def test_a_terminal_is_read_in_a_thread_and_stays_blocking():
+    controller, terminal = os.openpty()
+    submitted = []
+
+    class Recording(ThreadPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            submitted.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    async def main():
+        with os.fdopen(terminal, "rb", buffering=0) as stdin, Recording(1) as pool:
+            read_chunk = chunks_of(stdin, pool)
+            os.write(controller, b"{}\n")
+            chunk = await read_chunk()
+            return chunk, os.get_blocking(terminal)
+
+    try:
+        chunk, blocking = asyncio.run(main())
+    finally:
+        os.close(controller)
+    assert chunk == b"{}\n" and submitted
+    assert blocking  # the user's shell gets its terminal back as it was
+
+
 def test_a_flood_of_one_log_line_is_cut_short_and_counted():
     flood = FloodFilter(burst=3, window=60.0)
     records = [logging.LogRecord("stitch_lsp.lsp.framing", logging.WARNING, __file__, 1,
