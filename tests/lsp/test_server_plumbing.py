@@ -9,8 +9,6 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
-import pytest
-
 from stitch_lsp.lsp.framing import chunks_of
 from stitch_lsp.lsp.log_flood import FloodFilter
 from stitch_lsp.lsp.request_timing import RequestTiming
@@ -99,41 +97,3 @@ def test_request_timing_notes_answers_to_timed_requests_only(tmp_path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [(d["id"], d["method"], d["read"]) for d in lines] == [(7, "textDocument/hover", 1.0)]
     assert lines[0]["read"] <= lines[0]["started"] <= lines[0]["answered"]
-
-
-@pytest.mark.timeout(30)  # a blocking write would hang here, not fail
-def test_a_client_slow_to_read_does_not_stop_the_loop_and_gets_every_byte_in_order():
-    from stitch_lsp.lsp.outbox import loop_writer
-
-    read_fd, write_fd = os.pipe()
-    messages = [b"%06d" % n + b"x" * 994 for n in range(300)]  # 300 KB: several times what a pipe holds
-
-    async def main():
-        with os.fdopen(write_fd, "wb", buffering=0) as stdout:
-            writer = await loop_writer(stdout, lambda: None)
-            assert writer is not None
-            for m in messages:
-                writer.write(m)  # nobody reads yet: a blocking write would hang here
-            ticks = 0
-            for _ in range(5):  # the loop goes on with other work meanwhile
-                await asyncio.sleep(0)
-                ticks += 1
-            reading = asyncio.get_running_loop().run_in_executor(None, _read_all, read_fd, len(b"".join(messages)))
-            await writer.finish()
-            return ticks, await reading, os.get_blocking(write_fd)
-
-    ticks, received, blocking = asyncio.run(main())
-    os.close(read_fd)
-    assert ticks == 5
-    assert received == b"".join(messages)
-    assert blocking  # stdout is handed back blocking for what is written after the loop
-
-
-def _read_all(fd: int, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        out += chunk
-    return out
