@@ -183,7 +183,6 @@ async def run_async(
     send: Callable[[dict[str, Any]], None],
     error_handler: Callable[[Exception, type], Any] | None = None,
     timing: RequestTiming | None = None,
-    output_room: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """pygls' ``run_async`` with resynchronising framing (see the module's docstring).
 
@@ -192,7 +191,7 @@ async def run_async(
     """
     stream = PushbackReader(read_chunk)
     inbox = Inbox()
-    reading = asyncio.ensure_future(read_frames(stream, inbox, send, output_room))
+    reading = asyncio.ensure_future(read_frames(stream, inbox, send))
     try:
         turn_started = time.monotonic()
         while not stop_event.is_set():
@@ -215,10 +214,8 @@ async def run_async(
         raise reading.exception()  # type: ignore[misc]
 
 
-async def read_frames(stream: PushbackReader, inbox: Inbox, send: Callable[[dict[str, Any]], None],
-                      output_room: Callable[[], Awaitable[None]] | None = None) -> None:
-    """Read frames until the input ends, answering the ones that are not messages; queue the rest.
-    ``output_room`` holds the reading back while too much output waits for the client (``outbox.py``)."""
+async def read_frames(stream: PushbackReader, inbox: Inbox, send: Callable[[dict[str, Any]], None]) -> None:
+    """Read frames until the input ends, answering the ones that are not messages; queue the rest."""
     length: int | None = None
     try:
         while True:
@@ -238,8 +235,6 @@ async def read_frames(stream: PushbackReader, inbox: Inbox, send: Callable[[dict
             if len(body) < wanted:
                 return  # end of input inside a frame: the client is gone
             raw = parse_body(body, stream, send)
-            if output_room is not None:
-                await output_room()
             if raw is not None:
                 await inbox.room()
                 inbox.put(raw, stream.filled_at)

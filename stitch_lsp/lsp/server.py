@@ -304,32 +304,17 @@ class StitchServer(LanguageServer):
 
         from pygls.io_ import StdoutWriter
 
-        from stitch_lsp.lsp import framing, outbox, request_timing
+        from stitch_lsp.lsp import framing, request_timing
 
         self._stop_event = threading.Event()
-        stdout = stdout or sys.stdout.buffer
         read_chunk = framing.chunks_of(stdin or sys.stdin.buffer, self.thread_pool)
-        self.protocol.set_writer(StdoutWriter(stdout))
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         timing = request_timing.from_environment()
         if timing is not None:
             self.protocol._send_data = timing.wrap_send(self.protocol._send_data)  # type: ignore[method-assign]
-
-        async def serve() -> None:
-            writer = await outbox.loop_writer(stdout, self._stop_event.set)
-            if writer is None:
-                await framing.run_async(self._stop_event, read_chunk, self.protocol, self.protocol._send_data,
-                                        self.report_server_error, timing)
-                return
-            self.protocol.set_writer(writer)
-            try:
-                await framing.run_async(self._stop_event, read_chunk, self.protocol, self.protocol._send_data,
-                                        self.report_server_error, timing, writer.room)
-            finally:
-                await writer.finish()
-                self.protocol.set_writer(StdoutWriter(stdout))
-
         try:
-            asyncio.run(serve())
+            asyncio.run(framing.run_async(self._stop_event, read_chunk, self.protocol, self.protocol._send_data,
+                                          self.report_server_error, timing))
         except BrokenPipeError:
             log.error("the connection to the client is lost; shutting down")
         except (KeyboardInterrupt, SystemExit):
