@@ -6,7 +6,8 @@
 #
 # KB: KernelBench level-2 GEMM tasks (the corpus is not part of this repository: copy them in).
 # BENCH_TASKS: the `--tasks` names for the `stitch bench` step ("all": every task in BENCH_DIR);
-# BENCH_EXTRA: more `stitch bench` flags; STITCH_GEMM=triton|cublas|auto: the GEMM family's mode.
+# BENCH_EXTRA: more `stitch bench` flags; TASK_TIMEOUT_S: its --task-timeout (150);
+# STITCH_GEMM=triton|cublas|auto: the GEMM family's mode.
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -41,7 +42,7 @@ for step in ${STEPS:-tests probe bench}; do
       limit=${BENCH_S:-200}
       # Start no task in the last 45 s, so the report is written by the bench itself, not after a kill.
       timeout -s INT -k 20 "$limit" python3 -m stitch_lsp.cli bench "${BENCH_DIR:-bench/tasks}" \
-        --coder template --out "$ROOT/.stitch/bench/gemm" --profile none --task-timeout 150 \
+        --coder template --out "$ROOT/.stitch/bench/gemm" --profile none --task-timeout "${TASK_TIMEOUT_S:-150}" \
         --budget $((limit - ${BENCH_TAIL_S:-45})) ${BENCH_EXTRA:-} "${args[@]}" > "$O/bench.log" 2>&1
       echo "== bench: rc=$?"; tail -60 "$O/bench.log"
       cp "$ROOT/.stitch/bench/gemm/report.json" "$O/bench_report.json" 2>/dev/null

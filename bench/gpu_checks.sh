@@ -25,7 +25,7 @@ for g in $GROUPS_TO_RUN; do
     jobs)     run_tests jobs 120 tests/jobs/test_kernel_checks_gpu.py ;;
     llm)      run_tests llm 90 tests/llm/test_llm_gpu.py ;;
     bench)    run_tests bench 300 tests/bench/test_bench_gpu.py tests/bench/test_bandwidth_and_runner.py ;;
-    analysis) run_tests analysis 60 tests/analysis/test_rules_on_gpu.py ;;
+    analysis) run_tests analysis 240 tests/analysis/test_rules_on_gpu.py ;;  # ~34 sanitizer runs
     fuse)     run_tests fuse 240 tests/fuse ;;
     # The LSP end-to-end test runs everywhere; on a GPU it must end with the verified edit offered.
     fuse_lsp) MARK="" run_tests fuse_lsp 300 tests/fuse/test_fuse_lsp_e2e.py -k listed_then_run ;;

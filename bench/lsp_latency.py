@@ -65,7 +65,7 @@ _KERNELS = [
     if (threadIdx.x == 0) out[blockIdx.x] = s[0];
 }}
 """,
-    """__global__ void unguarded_{n}(float* y, const float* x, int n) {{
+    """__global__ void unguarded_{n}(float* y, float* x, int n) {{
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     y[i] = x[i] * 2.0f;
 }}
@@ -79,8 +79,8 @@ void launch_{n}(float* y, const float* x, int n) {{
 
 def generate(lines: int, planted_every: int = 3) -> str:
     """A CUDA file of about ``lines`` lines: clean kernels and reductions, and every
-    ``planted_every``-th kernel an unguarded write with an unchecked launch (two rule
-    findings each). The default, 3, makes about a thousand diagnostics in 10,000 lines:
+    ``planted_every``-th kernel an unguarded write through a read-only pointer that is not
+    `const` (two rule findings each: STC001, STC008). The default, 3, makes about a thousand diagnostics in 10,000 lines:
     far more than a real file has, so that converting and sending them is measured."""
     parts = ["#include <cuda_runtime.h>\n\n"]
     count, n = 2, 0

@@ -45,3 +45,6 @@
   left: (field_expression argument: (identifier) @mul.a)
   operator: "*"
   right: (field_expression argument: (identifier) @mul.b)) @mul
+
+; `n % 256`: a divisibility test (a grid that divides evenly does not round down).
+(binary_expression operator: "%") @mod

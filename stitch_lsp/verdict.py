@@ -76,16 +76,34 @@ class CompileResult:
 
 
 @define
+class Float64Judgement:
+    """A trial that failed against eager, judged again against a float64 run of the reference on the same
+    inputs: each finite value may be off the float64 result by the dtype's tolerance plus
+    ``eager_multiple`` times eager's own error at that element; NaN / ±Inf must still sit where eager's are.
+    """
+
+    passed: bool = False
+    candidate_max_abs_err: float | None = None  # against the float64 run
+    eager_max_abs_err: float | None = None  # eager's own, against the float64 run
+    mismatches: int = 0  # values over that bound, NaN / ±Inf misplaced included
+    eager_multiple: float = 2.0
+    message: str = ""  # why it could not be judged so (the judgement against eager then stands)
+
+
+@define
 class Trial:
     """One correctness check: a seed, an adversarial case, an ordering, a shape."""
 
     name: str  # "seed-1", "adversarial-nan", "odd-shape", "candidate-before-reference", ...
     passed: bool
     kind: str = "random"  # random | adversarial | shape | order | mutation | poison | determinism
-    max_abs_err: float | None = None
+    max_abs_err: float | None = None  # against eager
     max_rel_err: float | None = None
     mismatches: int = 0
     detail: str = ""
+    # Set when the comparison with eager failed and the trial was judged against float64 (then ``passed``
+    # is that judgement's).
+    float64: Float64Judgement | None = None
 
 
 @define

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attrs import define, field
+from attrs import define, evolve, field
 
 from stitch_lsp.agents.coder import CoderUnavailable, make_coder
 try:  # the LLM Coder needs the anthropic client; the template path must not
@@ -34,6 +34,7 @@ from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.serde import from_json, to_dict, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
+from stitch_lsp.verify.format import why_not_passed
 from stitch_lsp.verify.worker_pool import worker_env
 
 
@@ -53,6 +54,11 @@ class FuseOutcome:
     findings: list[Finding] = field(factory=list)
     # GEMM-family kernels whose tile is the table's, not measured here: a tuning run would measure them.
     untuned_gemms: int = 0
+    # Why the GEMM family's candidate was not the one offered (``auto`` mode: it failed the Verifier, and
+    # the candidate with the GEMM left to cuBLAS was generated and judged too). Empty: no fallback ran.
+    gemm_fallback: str = ""
+    # The GEMM family's own verdict, when the fallback's candidate is the one above.
+    family_verdict: Verdict | None = None
 
     @property
     def offerable(self) -> bool:
@@ -92,7 +98,7 @@ def trace(task: Task, settings: Settings, *, verifier: Any = None, cancel: Cance
     return from_json(out, TraceReply)
 
 
-def _verify(task: Task, candidate: Candidate, settings: Settings, verifier: Any, cancel, report) -> Verdict:
+def _verify(task: Task, candidate: Candidate, verifier: Any, cancel, report) -> Verdict:
     from stitch_lsp.verify.service import VerifyOptions  # the Verifier's own module
 
     return verifier.verify(task.source, candidate, VerifyOptions(), cancel=cancel, report=report)
@@ -215,10 +221,7 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         return outcome
     outcome.candidate = candidate
     outcome.untuned_gemms = untuned_gemms(candidate)
-    (outdir / "candidate.py").write_text(candidate.module_source, encoding="utf-8")
-    for name, text in candidate.cuda_sources.items():
-        (outdir / name).write_text(text, encoding="utf-8")
-    (outdir / "candidate.json").write_text(to_json(candidate, indent=1), encoding="utf-8")
+    keep(outdir, candidate)
     if not candidate.fuses_anything:
         outcome.message = ("Nothing to fuse: " + "; ".join(candidate.notes or candidate.uncovered_ops)
                            if (candidate.notes or candidate.uncovered_ops) else "Nothing to fuse")
@@ -231,14 +234,15 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     if refined is not None and refined.verdict is not None:
         verdict = refined.verdict  # verified, with the rubric, inside the loop
     else:
-        report(ProgressEvent("compiling", "compiling and checking the candidate", 40))
-        verdict = apply_rubric(_verify(task, candidate, settings, verifier, cancel, report), candidate,
-                               RubricContext(plan=plan))
+        verdict = _judge(task, candidate, plan, verifier, cancel, report)
     outcome.verdict = verdict
+    (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
+    if refined is None and needs_gemm_fallback(candidate, verdict, gemm):
+        gemm = _gemm_fallback(outcome, traced.graph, device, gemm, settings, verifier, cancel, report)
+        candidate, verdict = outcome.candidate, outcome.verdict
     kernel_file = next(iter(sorted(candidate.cuda_sources)), "kernel.cu")
     outcome.findings = rubric_findings(verdict, candidate, module_path=str(outdir / "candidate.py"),
                                        kernel_path=str(outdir / kernel_file))
-    (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
     if verdict.status is VerdictStatus.NO_GPU:
         outcome.message = "No CUDA device: the candidate was generated (kept in " + str(outdir) + ") but cannot be checked or timed here"
         return outcome
@@ -247,10 +251,14 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         if verdict.hack_flags:
             why += " (anti-hacking: " + "; ".join(f.message for f in verdict.hack_flags) + ")"
         outcome.message = f"Fused kernel not offered: {why}. Generated code kept in {outdir}"
+        if outcome.gemm_fallback:
+            outcome.message += f". {outcome.gemm_fallback}"
         if refined is not None:
             outcome.message += f". {refined.message}"
         return outcome
     outcome.message = f"Fused {candidate.fused_what()}: " + (_speedups(verdict) or verdict.summary)
+    if outcome.gemm_fallback:
+        outcome.message += f". {outcome.gemm_fallback}"
     if refined is not None:
         outcome.message += f". {refined.message}"
     if task.origin_path and edit_namer is not None:
@@ -259,6 +267,81 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         outcome.edit_files = edit_files(outcome, settings, *edit_namer(outcome), gemm=gemm)
     report(ProgressEvent("done", outcome.message, 100))
     return outcome
+
+
+def _judge(task: Task, candidate: Candidate, plan: Plan, verifier: Any, cancel: CancelToken, report: Reporter,
+           what: str = "the candidate") -> Verdict:
+    report(ProgressEvent("compiling", f"compiling and checking {what}", 40))
+    return apply_rubric(_verify(task, candidate, verifier, cancel, report), candidate, RubricContext(plan=plan))
+
+
+def keep(folder: Path, candidate: Candidate, verdict: Verdict | None = None) -> None:
+    """The candidate's files (and its verdict) under ``folder``, for reading."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "candidate.py").write_text(candidate.module_source, encoding="utf-8")
+    for name, text in candidate.cuda_sources.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    (folder / "candidate.json").write_text(to_json(candidate, indent=1), encoding="utf-8")
+    if verdict is not None:
+        (folder / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
+
+
+def uses_gemm_family(candidate: Candidate) -> bool:
+    return any(name.startswith("stitch_gemm_") for name in candidate.cuda_sources)
+
+
+# Verdicts about the task or the run, not the kernel: a candidate without the GEMM family would end the same.
+_NOT_THE_KERNEL = (VerdictStatus.NO_GPU, VerdictStatus.CANCELLED, VerdictStatus.TOO_LARGE, VerdictStatus.UNVERIFIABLE)
+
+
+def needs_gemm_fallback(candidate: Candidate, verdict: Verdict, gemm: GemmOptions) -> bool:
+    """``auto`` chose the GEMM family and the Verifier did not pass its candidate (an explicit
+    ``triton`` keeps it, pass or fail)."""
+    return (gemm.mode == "auto" and candidate.coder == "template" and uses_gemm_family(candidate)
+            and not verdict.offerable and verdict.status not in _NOT_THE_KERNEL)
+
+
+def _gemm_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
+                   settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter) -> GemmOptions:
+    """Generate the candidate again with the GEMMs left to cuBLAS (the library call and the fused tail)
+    and judge it; the outcome takes whichever passes, the family's when both would. Returns the GEMM
+    options of the candidate the outcome now holds."""
+    task, outdir = outcome.task, Path(outcome.task_dir)
+    family, family_verdict = outcome.candidate, outcome.verdict
+    why = why_not_passed(family_verdict)
+    report(ProgressEvent("generating", f"the GEMM family's kernel did not pass ({why}); trying the GEMM on cuBLAS",
+                         60))
+    cancel.raise_if_cancelled()
+    cublas = evolve(gemm, mode="cublas")
+    plan = make_plan(task, graph, device, cublas)
+    writer = make_coder("template", settings)
+    writer.gemm = cublas  # type: ignore[attr-defined]
+    candidate = writer.generate(task, plan, None)
+    if not candidate.fuses_anything:
+        outcome.gemm_fallback = (f"The GEMM family's kernel did not pass the Verifier ({why}); with the GEMM "
+                                 "left to cuBLAS nothing else is left to fuse")
+        return gemm
+    verdict = _judge(task, candidate, plan, verifier, cancel, report, "the candidate with the GEMM on cuBLAS")
+    if not verdict.offerable:
+        keep(outdir / "gemm_cublas", candidate, verdict)
+        outcome.gemm_fallback = (f"The GEMM family's kernel did not pass the Verifier ({why}); nor did the "
+                                 f"candidate with the GEMM left to cuBLAS ({why_not_passed(verdict)}; kept in "
+                                 f"{outdir / 'gemm_cublas'})")
+        return gemm
+    # The fallback is offered: it is the outcome's candidate, and its plan says why the family is not used.
+    keep(outdir / "gemm_family", family, family_verdict)
+    for name in family.cuda_sources:
+        (outdir / name).unlink(missing_ok=True)
+    keep(outdir, candidate, verdict)
+    plan.notes.append(f"GEMM family not used: its kernel did not pass the Verifier ({why}); the GEMM runs on "
+                      "cuBLAS with the epilogue fused after it")
+    outcome.plan, outcome.plan_text = plan, describe(plan)
+    (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
+    outcome.candidate, outcome.verdict, outcome.family_verdict = candidate, verdict, family_verdict
+    outcome.untuned_gemms = 0
+    outcome.gemm_fallback = (f"GEMM on cuBLAS with the epilogue fused after it; the GEMM family's kernel did not "
+                             f"pass the Verifier ({why}; kept in {outdir / 'gemm_family'})")
+    return cublas
 
 
 def outcome_json(outcome: FuseOutcome) -> str:

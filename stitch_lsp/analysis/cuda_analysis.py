@@ -26,25 +26,30 @@ import bisect
 import contextlib
 import gc
 import hashlib
+import heapq
 import logging
 import re
 import threading
 from collections import OrderedDict, deque
 
+import attrs
 from tree_sitter import Node, Tree
 
 from stitch_lsp.analysis import rules as rule_registry
 from stitch_lsp.analysis.cuda_consts import Constants
 from stitch_lsp.analysis.cuda_declarations import function_header, kernel_info
 from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts
+from stitch_lsp.analysis.cuda_flow import function_flow
 from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_edits import Edit, common_prefix, common_suffix, line_end, point_at
-from stitch_lsp.analysis.cuda_model import BarrierInfo, CudaAnalysis, KernelInfo, LaunchInfo, SharedDecl
+from stitch_lsp.analysis.cuda_model import BarrierInfo, CudaAnalysis, KernelInfo, SharedDecl
+from stitch_lsp.analysis.cuda_preproc import PreprocessedView, preprocess
 from stitch_lsp.analysis.cuda_units import TopRecord, Unit, UnitResult, constants_of, visit_top
 from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
 from stitch_lsp.analysis.cuda_text import Columns, encode_source, squash
 from stitch_lsp.analysis.rules.base import Emitter, FileView
-from stitch_lsp.findings import Finding, Position, Range
+from stitch_lsp.analysis.rules.guards import kernel_traits
+from stitch_lsp.findings import Finding, Position, Range, Severity
 
 log = logging.getLogger(__name__)
 
@@ -72,17 +77,34 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
     return tuple(sorted(found))
 
 
-def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str) -> UnitResult:
+def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
+                  conditional: tuple[tuple[int, int], ...] = ()) -> UnitResult:
     try:
-        return _analyze_function(src, cols, consts, u, path)
+        return _analyze_function(src, cols, consts, u, path, conditional)
     except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
         # Pathological input (an expression nested thousands deep) or a bug: this function
-        # contributes nothing rather than taking the whole file's analysis down.
+        # contributes nothing rather than taking the whole file's analysis down, and says so.
         log.exception("analysis of a function in %s failed", path or "<text>")
-        return UnitResult(u.unit.start_point.row, None, (), (), (), ())
+        row = u.unit.start_point.row
+        try:
+            k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn)
+        except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
+            k = None
+        if k is None:
+            return UnitResult(row, None, (), (), (), ())
+        note = _skipped(path, k, "the analysis failed on it (the server log has the details)")
+        return UnitResult(row, k, (), (), (), (note,), False)
 
 
-def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str) -> UnitResult:
+def _skipped(path: str, k: KernelInfo, why: str) -> Finding:
+    """The hint a kernel the rules did not look at gets, saying why."""
+    kind = "kernel" if k.is_global else "function"
+    return Finding(path=path, range=k.name_range, severity=Severity.HINT, code="parse",
+                   message=f"Static rules skipped {kind} `{k.name}`: {why}", source="stitch")
+
+
+def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
+                      conditional: tuple[tuple[int, int], ...]) -> UnitResult:
     row = u.unit.start_point.row
     ok = not u.unit.has_error
     if u.is_prototype:
@@ -96,14 +118,21 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
         if header is None or not (header[1] or header[2]):
             return UnitResult(row, None, (), (), (), (), False)
         k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn, header=header)
-        return UnitResult(row, k, (), (), (), (), False)
-    facts = build_facts(src, cols, consts, u.fn, u.unit)
+        if k is None or k.body_range is None:
+            return UnitResult(row, k, (), (), (), (), False)
+        # (No line number in the text: cached results move with the function.)
+        note = _skipped(path, k, "its code does not parse here; nvcc reports the exact error on save")
+        return UnitResult(row, k, (), (), (), (note,), False)
+    facts = build_facts(src, cols, consts, u.fn, u.unit, conditional)
     if facts is None:
         return UnitResult(row, None, (), (), (), ())
     kernel = None
     if facts.is_global or facts.is_device:
         header = (facts.name_node, facts.is_global, facts.is_device, facts.launch_bounds, facts.params)
         kernel = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn, header=header)
+        if kernel is not None and facts.is_global:
+            tail_bounds, stride = kernel_traits(facts)
+            kernel = attrs.evolve(kernel, tail_bounds=tail_bounds, grid_stride=stride)
     shared = tuple(
         SharedDecl(name=d.name, type_text=d.type_text,
                    size_text=squash(facts.text(d.array_size)) if d.array_size is not None else None,
@@ -128,10 +157,17 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
             continue
         findings.extend(out.found)
     return UnitResult(row, kernel, tuple(l.info for l in facts.launches), shared, barriers,
-                      tuple(sorted(findings, key=lambda f: (f.range, f.code))), ok)
+                      tuple(sorted(findings, key=lambda f: (f.range, f.code))), ok, function_flow(facts))
 
 
 _WORD = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _within(spans: tuple[tuple[int, int], ...], start: int, end: int) -> tuple[tuple[int, int], ...]:
+    """The spans (sorted by start) that overlap [start, end)."""
+    if not spans:
+        return ()
+    return tuple(s for s in spans if s[0] < end and s[1] > start)
 
 
 def _relevant_context(text: bytes, consts: Constants) -> tuple:
@@ -169,41 +205,46 @@ class CudaAnalyzer:
         self._parser = new_parser()
         self._lock = threading.Lock()
         self._src: bytes | None = None
+        self._view: PreprocessedView | None = None
         self._tree: Tree | None = None
         self._tops_kept: list[TopRecord] = []
         self._context: bytes = b""
         self._recent: dict[tuple, UnitResult] = {}
         self._live_counts: deque[int] = deque(maxlen=RECENT_VERSIONS)
         self._last: CudaAnalysis | None = None
+        # Each file rule's inputs and findings, for the next version (see _file_findings).
+        self._file_rule_cache: dict[str, tuple[tuple, tuple[Finding, ...]]] = {}
 
     def analyze(self, text: str) -> CudaAnalysis:
         src = encode_source(text)
         with self._lock, _gc_paused():
             if self._last is not None and src == self._src:
                 return self._last
+            view = preprocess(src)
             try:
-                tree, edit = self._parse(src)
-                result = self._analyze_tree(src, tree, edit)
+                tree, edit = self._parse(view.text)
+                result = self._analyze_tree(view, src, tree, edit)
             except Exception:
                 if self._src is None:
                     raise
                 # Whatever went wrong reusing the previous version: start over from nothing.
                 log.exception("incremental CUDA analysis of %s failed; analysing from scratch", self.path)
                 self._reset()
-                tree, edit = self._parse(src)
-                result = self._analyze_tree(src, tree, edit)
-            self._src, self._tree, self._last = src, tree, result
+                tree, edit = self._parse(view.text)
+                result = self._analyze_tree(view, src, tree, edit)
+            self._src, self._view, self._tree, self._last = src, view, tree, result
             return result
 
     def _reset(self) -> None:
-        self._src = self._tree = self._last = None
+        self._src = self._view = self._tree = self._last = None
         self._tops_kept = []
         self._context = b""
         self._recent = {}
+        self._file_rule_cache = {}
         self._live_counts.clear()
 
     def _parse(self, src: bytes) -> tuple[Tree, Edit | None]:
-        old, tree = self._src, self._tree
+        old, tree = (self._view.text if self._view is not None else None), self._tree
         if old is None or tree is None:
             return self._parser.parse(src), None
         start = common_prefix(old, src)
@@ -261,7 +302,8 @@ class CudaAnalyzer:
             tail = [t.move(delta, edit.row_delta) for t in tail]
         return before + visited + tail, replaced
 
-    def _analyze_tree(self, src: bytes, tree: Tree, edit: Edit | None) -> CudaAnalysis:
+    def _analyze_tree(self, view: PreprocessedView, original: bytes, tree: Tree, edit: Edit | None) -> CudaAnalysis:
+        src = view.text
         root = tree.root_node
         cols = Columns(src)
         tops, replaced = self._tops(src, root, edit)
@@ -282,7 +324,8 @@ class CudaAnalyzer:
         live = 0
         for top in tops:
             if top.units:
-                top.entries = [self._unit_result(src, cols, consts, u, recent) for u in top.units]
+                top.entries = [self._unit_result(src, cols, consts, u, recent, view.conditional)
+                               for u in top.units]
                 top.units = []  # nodes of this tree must not outlive it
             live += len(top.entries)
             for _, result in top.entries:
@@ -306,11 +349,12 @@ class CudaAnalyzer:
         # File-scope rules see only what comes from functions that parse.
         sound_kernels = tuple(k for k in kernels if k.parse_ok)
         sound_launches = tuple(l for r in results if r.parse_ok for l in r.launches)
-        file_findings = self._file_findings(sound_kernels, sound_launches)
-        if file_findings:  # function results are already in document order
-            findings.extend(file_findings)
-            findings.sort(key=lambda f: (f.range.start.line, f.range.start.character, f.code))
-        kept, dropped = split_ignored(findings, ignore_comments(src))
+        flows = tuple(r.flow for r in results if r.parse_ok and r.flow is not None)
+        file_findings = self._file_findings(FileView(self.path, sound_kernels, sound_launches, flows, consts.includes))
+        if file_findings:  # function results are already in document order: merge, not sort
+            order = lambda f: (f.range.start.line, f.range.start.character, f.code)  # noqa: E731
+            findings = list(heapq.merge(findings, sorted(file_findings, key=order), key=order))
+        kept, dropped = split_ignored(findings, ignore_comments(original))
         errors = _syntax_errors(cols, root) if root.has_error else ()
         return CudaAnalysis(
             path=self.path, parse_ok=not root.has_error, syntax_errors=errors,
@@ -320,32 +364,51 @@ class CudaAnalyzer:
             findings=kept, suppressed=dropped,
         )
 
-    def _unit_result(self, src: bytes, cols: Columns, consts: Constants,
-                     u: Unit, cache: dict[tuple, UnitResult]) -> tuple[tuple, UnitResult]:
+    def _unit_result(self, src: bytes, cols: Columns, consts: Constants, u: Unit, cache: dict[tuple, UnitResult],
+                     conditional: tuple[tuple[int, int], ...]) -> tuple[tuple, UnitResult]:
         node = u.unit
         line_start = node.start_byte - node.start_point.column
         text = src[node.start_byte:node.end_byte]
-        key = (src[line_start:node.start_byte], text, _relevant_context(text, consts), node.has_error)
+        inside = _within(conditional, node.start_byte, node.end_byte)
+        key = (src[line_start:node.start_byte], text, _relevant_context(text, consts), node.has_error,
+               tuple((a - node.start_byte, b - node.start_byte) for a, b in inside))
         hit = cache.get(key)
         row = node.start_point.row
         if hit is None:
-            hit = _analyze_unit(src, cols, consts, u, self.path)
+            hit = _analyze_unit(src, cols, consts, u, self.path, inside)
         elif hit.row != row:
             hit = hit.moved_to(row)
         return key, hit
 
-    def _file_findings(self, kernels: tuple[KernelInfo, ...], launches: tuple[LaunchInfo, ...]) -> list[Finding]:
-        view = FileView(self.path, kernels, launches)
+    def _file_findings(self, view: FileView) -> list[Finding]:
         out: list[Finding] = []
         for rule in rule_registry.FILE_RULES:
+            inputs = tuple(getattr(view, name) for name in rule.uses)
+            kept = self._file_rule_cache.get(rule.meta.code)
+            if kept is not None and _same_inputs(kept[0], inputs):
+                out.extend(kept[1])  # nothing it reads changed (an edit inside one kernel, for STC009)
+                continue
             emitter = Emitter(None, self.path, rule.meta)
             try:
                 rule.check_file(view, lambda rng, msg, fix=None, e=emitter: e.emit(rng, msg, fix=fix))
             except Exception:
                 log.exception("rule %s failed in %s", rule.meta.code, self.path or "<text>")
                 continue
+            self._file_rule_cache[rule.meta.code] = (inputs, tuple(emitter.found))
             out.extend(emitter.found)
         return out
+
+
+def _same_inputs(old: tuple, new: tuple) -> bool:
+    """The same records (by identity: a function's results are new objects whenever its text,
+    or its place, changed) and equal plain values."""
+    for a, b in zip(old, new):
+        if isinstance(a, tuple) and a and not isinstance(a[0], str):
+            if len(a) != len(b) or any(x is not y for x, y in zip(a, b)):
+                return False
+        elif a != b:
+            return False
+    return True
 
 
 _ANALYZERS: OrderedDict[str, CudaAnalyzer] = OrderedDict()

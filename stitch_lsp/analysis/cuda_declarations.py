@@ -23,6 +23,9 @@ class LocalDecl:
     is_shared: bool
     is_extern: bool
     array_size: Node | None
+    # The name as the function's facts know it: the name itself, or `name#2` for a second
+    # declaration of it in another scope (two loops that each declare `i`).
+    key: str = ""
 
 
 @define(slots=True)

@@ -18,7 +18,7 @@ from stitch_lsp.analysis.cuda_grammar import facts_query
 from stitch_lsp.analysis.cuda_declarations import (
     LocalDecl, Param, find_descendant, function_header, local_declarations, template_params,
 )
-from stitch_lsp.analysis.cuda_launch import block_threads as launch_block_threads
+from stitch_lsp.analysis.cuda_launch import block_threads as launch_block_threads, grid_divisions
 from stitch_lsp.analysis.cuda_model import LaunchInfo
 from stitch_lsp.analysis.cuda_text import Columns, node_text, operands, squash
 
@@ -105,6 +105,8 @@ class FunctionFacts:
     params: tuple[Param, ...]
     launch_bounds: Node | None
     body: Node | None
+    # Byte ranges of code kept inside an `#if` / `#ifdef` branch (see cuda_preproc).
+    conditional: tuple[tuple[int, int], ...] = ()
     calls: list[Call] = field(factory=list)
     method_calls: list[Call] = field(factory=list)
     launches: list[Launch] = field(factory=list)
@@ -117,11 +119,15 @@ class FunctionFacts:
     numbers: list[Node] = field(factory=list)
     # `a.x * b.x` products of two builtin fields (checked for blockIdx * blockDim).
     builtin_products: list[Node] = field(factory=list)
+    # `a % b` expressions (divisibility tests).
+    mods: list[Node] = field(factory=list)
     # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
     defs: dict[str, list[Node]] = field(factory=dict)
     # Per-function results several rules share (e.g. the shared-memory event list).
     memo: dict[str, object] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
+    # Names declared more than once (in different scopes): name -> [(declared at, scope end, key)].
+    _scoped: dict[str, list[tuple[int, int, str]]] = field(factory=dict)
 
     # ---- text and ranges -------------------------------------------------
     def text(self, node: Node) -> str:
@@ -131,6 +137,23 @@ class FunctionFacts:
         return self.cols.range(node)
 
     # ---- names ------------------------------------------------------------
+    def key_at(self, name: str, byte: int) -> str:
+        """Which declaration of ``name`` is visible at ``byte``: the name itself for a name
+        declared once, ``name#k`` for the k-th of several declarations in different scopes."""
+        decls = self._scoped.get(name)
+        if decls is None:
+            return name
+        best = name
+        for start, end, key in decls:  # by position: the last visible one is the innermost
+            if start > byte:
+                break
+            if byte < end:
+                best = key
+        return best
+
+    def key_of(self, ident: Node) -> str:
+        return self.key_at(self.text(ident), ident.start_byte)
+
     @property
     def param_names(self) -> dict[str, Param]:
         return {p.info.name: p for p in self.params}
@@ -140,7 +163,7 @@ class FunctionFacts:
         if table is None:
             table = {}
             for d in self.decls:
-                table.setdefault(d.name, d)
+                table.setdefault(d.key, d)
             self.memo["locals"] = table
         return table.get(name)
 
@@ -148,11 +171,11 @@ class FunctionFacts:
         """`__shared__` arrays, and pointers carved out of them (`float* b = smem + n;`)."""
         hit = self.memo.get("shared_names")
         if hit is None:
-            names = {d.name for d in self.decls if d.is_shared}
+            names = {d.key for d in self.decls if d.is_shared}
             for d in self.decls:
                 if d.is_pointer and d.value is not None and not d.is_shared:
                     if self.base_names(d.value) & names:
-                        names.add(d.name)
+                        names.add(d.key)
             hit = self.memo["shared_names"] = frozenset(names)
         return hit
 
@@ -163,9 +186,9 @@ class FunctionFacts:
             names = {p.info.name for p in self.params if p.info.is_pointer}
             shared = self.shared_names()
             for d in self.decls:
-                if d.is_pointer and d.value is not None and d.name not in shared:
+                if d.is_pointer and d.value is not None and d.key not in shared:
                     if self.base_names(d.value) & names:
-                        names.add(d.name)
+                        names.add(d.key)
             hit = self.memo["global_pointer_names"] = frozenset(names)
         return hit
 
@@ -196,7 +219,7 @@ class FunctionFacts:
             n = stack.pop()
             t = n.type
             if t == "identifier":
-                out.add(self.text(n))
+                out.add(self.key_of(n))
             elif t == "field_expression":
                 arg = n.child_by_field_name("argument")
                 fld = n.child_by_field_name("field")
@@ -231,7 +254,7 @@ class FunctionFacts:
             n = stack.pop()
             t = n.type
             if t == "identifier":
-                out.add(self.text(n))
+                out.add(self.key_of(n))
             elif t == "subscript_expression":
                 arg = n.child_by_field_name("argument")
                 if arg is not None:
@@ -304,8 +327,12 @@ class FunctionFacts:
         return resolve_int(self.src, node, self.consts, self._local_consts())
 
     def _local_consts(self) -> dict[str, Node]:
-        return {d.name: d.value for d in self.decls
+        hit = self.memo.get("local_consts")
+        if hit is None:
+            hit = self.memo["local_consts"] = {
+                d.name: d.value for d in self.decls
                 if d.value is not None and not d.is_pointer and (d.is_const or d.type_text == "dim3")}
+        return hit
 
 
 # ---------------------------------------------------------------------------
@@ -354,7 +381,47 @@ def _control(kind: str, node: Node) -> Control:
     return Control(kind=kind, node=node, cond=cond, gov_start=gov, end=node.end_byte)
 
 
-def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: Node) -> FunctionFacts | None:
+_SCOPES = frozenset({"compound_statement", "for_statement", "for_range_loop", "if_statement", "while_statement",
+                     "switch_statement", "function_definition", "lambda_expression"})
+
+
+def _scope_end(decl: Node) -> int:
+    """Where the scope a local declaration belongs to ends."""
+    n = decl.parent
+    while n is not None and n.type not in _SCOPES:
+        n = n.parent
+    return n.end_byte if n is not None else decl.end_byte
+
+
+def _assign_keys(facts: FunctionFacts) -> None:
+    """Give each of several declarations of one name its own key (see FunctionFacts.key_at)."""
+    seen: dict[str, int] = {p.info.name: 1 for p in facts.params}
+    for d in facts.decls:
+        seen[d.name] = seen.get(d.name, 0) + 1
+    multi = {name for name, n in seen.items() if n > 1}
+    if not multi:
+        for d in facts.decls:
+            d.key = d.name
+        return
+    scoped: dict[str, list[tuple[int, int, str]]] = {}
+    body_end = facts.node.end_byte
+    for p in facts.params:
+        if p.info.name in multi:
+            scoped.setdefault(p.info.name, []).append((facts.node.start_byte, body_end, p.info.name))
+    for d in facts.decls:
+        if d.name not in multi:
+            d.key = d.name
+            continue
+        entries = scoped.setdefault(d.name, [])
+        d.key = d.name if not entries else f"{d.name}#{len(entries) + 1}"
+        entries.append((d.declarator.start_byte, _scope_end(d.node), d.key))
+    for entries in scoped.values():
+        entries.sort()
+    facts._scoped = scoped
+
+
+def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: Node,
+                conditional: tuple[tuple[int, int], ...] = ()) -> FunctionFacts | None:
     header = function_header(src, cols, fn)
     if header is None:
         return None
@@ -364,7 +431,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         src=src, cols=cols, consts=consts, node=fn, unit=unit, name=node_text(src, name_node),
         name_node=name_node, is_global=is_global, is_device=is_device,
         is_host_code=not (is_global or is_device), template_params=template_params(src, unit),
-        params=params, launch_bounds=lb, body=body,
+        params=params, launch_bounds=lb, body=body, conditional=conditional,
     )
     if body is None:
         return facts
@@ -374,6 +441,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
     write_targets: dict[int, int] = {}  # subscript node id -> evaluation order
     compound_targets: set[int] = set()
     raw_calls: list[tuple[str, Node, bool]] = []
+    plain_defs: list[tuple[Node, Node]] = []  # (assigned identifier, value)
     subscripts: list[Node] = []
     launches: list[tuple[Node, Node]] = []
     for _, caps in matches:
@@ -403,7 +471,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
                 if op is not None and node_text(src, op) != "=":
                     compound_targets.add(left.id)
                 if left.type == "identifier" and right is not None:
-                    facts.defs.setdefault(node_text(src, left), []).append(right)
+                    plain_defs.append((left, right))
         elif "update" in caps:
             u = caps["update"][0]
             facts.updates.append(u)
@@ -412,10 +480,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
                 write_targets[arg.id] = u.end_byte
                 compound_targets.add(arg.id)
         elif "decl" in caps:
-            for d in local_declarations(src, caps["decl"][0]):
-                facts.decls.append(d)
-                if d.value is not None:
-                    facts.defs.setdefault(d.name, []).append(d.value)
+            facts.decls.extend(local_declarations(src, caps["decl"][0]))
         elif "if" in caps:
             facts.controls.append(_control("if", caps["if"][0]))
         elif "loop" in caps:
@@ -430,11 +495,20 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             right = caps["binary"][0].child_by_field_name("right")
             if right is not None and right.type == "number_literal":
                 facts.numbers.append(right)
+        elif "mod" in caps:
+            facts.mods.append(caps["mod"][0])
         elif "mul" in caps:
             names = {node_text(src, caps["mul.a"][0]), node_text(src, caps["mul.b"][0])}
             if names == {"blockIdx", "blockDim"}:
                 facts.builtin_products.append(caps["mul"][0])
     facts.numbers.sort(key=lambda n: n.start_byte)  # right operands were found at their expression
+
+    _assign_keys(facts)
+    for d in facts.decls:
+        if d.value is not None:
+            facts.defs.setdefault(d.key, []).append(d.value)
+    for left, right in plain_defs:
+        facts.defs.setdefault(facts.key_of(left), []).append(right)
 
     for name, node, is_method in raw_calls:
         args_node = node.child_by_field_name("arguments")
@@ -462,7 +536,7 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         is_write = s.id in write_targets
         is_read = (not is_write) or s.id in compound_targets
         facts.accesses.append(Access(
-            node=s, base=node_text(src, base) if base is not None else None, indices=tuple(indices),
+            node=s, base=facts.key_of(base) if base is not None else None, indices=tuple(indices),
             index_text="][".join(squash(node_text(src, index_expr(i))) for i in indices),
             is_write=is_write, is_read=is_read,
             order=write_targets.get(s.id, s.start_byte),
@@ -475,12 +549,15 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         cfg = tuple(operands(config))
         texts = [squash(node_text(src, c)) for c in cfg]
         block_threads = launch_block_threads(facts, cfg[1]) if len(cfg) > 1 else None
+        truncations = grid_divisions(facts, cfg[0]) if cfg else ()
         info = LaunchInfo(
             kernel=node_text(src, fn_node) if fn_node is not None else "",
             range=cols.range(call_node), config_range=cols.range(config),
             grid=texts[0] if texts else "", block=texts[1] if len(texts) > 1 else "",
             shared_mem=texts[2] if len(texts) > 2 else None, stream=texts[3] if len(texts) > 3 else None,
-            block_threads=block_threads,
+            block_threads=block_threads, truncations=truncations,
+            args=tuple(squash(node_text(src, a)) for a in operands(call_node.child_by_field_name("arguments")))
+            if call_node.child_by_field_name("arguments") is not None else (),
         )
         facts.launches.append(Launch(info=info, node=call_node, config=config, config_args=cfg,
                                      stmt=launch_stmts.get(call_node.id)))

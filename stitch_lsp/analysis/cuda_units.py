@@ -9,8 +9,8 @@ from tree_sitter import Node
 
 from stitch_lsp.analysis.cuda_consts import Constants
 from stitch_lsp.analysis.cuda_model import (
-    BarrierInfo, KernelInfo, LaunchInfo, SharedDecl, shift_barrier, shift_finding, shift_kernel, shift_launch,
-    shift_shared,
+    BarrierInfo, FunctionFlow, KernelInfo, LaunchInfo, SharedDecl, shift_barrier, shift_finding, shift_flow,
+    shift_kernel, shift_launch, shift_shared,
 )
 from stitch_lsp.analysis.cuda_text import node_text, operands, squash
 from stitch_lsp.findings import Finding
@@ -30,6 +30,7 @@ class UnitResult:
     barriers: tuple[BarrierInfo, ...]
     findings: tuple[Finding, ...]
     parse_ok: bool = True
+    flow: FunctionFlow | None = None
 
     def moved_to(self, row: int) -> "UnitResult":
         d = row - self.row
@@ -37,7 +38,7 @@ class UnitResult:
             row, shift_kernel(self.kernel, d) if self.kernel is not None else None,
             tuple(shift_launch(x, d) for x in self.launches), tuple(shift_shared(x, d) for x in self.shared_decls),
             tuple(shift_barrier(x, d) for x in self.barriers), tuple(shift_finding(x, d) for x in self.findings),
-            self.parse_ok,
+            self.parse_ok, shift_flow(self.flow, d) if self.flow is not None else None,
         )
 
 

@@ -9,16 +9,9 @@ from typing import Any
 
 from stitch_lsp.benchsuite.results import CODER_ERROR, ERROR, NOT_COVERED, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.tasks import BenchTask
-from stitch_lsp.findings import Severity
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import KernelProfile, Verdict, VerdictStatus
-
-_REASON_MAX = 240
-
-
-def _one_line(text: str) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= _REASON_MAX else line[: _REASON_MAX - 1] + "…"
+from stitch_lsp.verify.format import one_line, why_not_passed
 
 
 def _bottleneck(verdict: Verdict) -> KernelProfile | None:
@@ -67,25 +60,7 @@ def describe_kernel(kernel: KernelProfile, verdict: Verdict) -> str:
     kernels = [k for k in verdict.profile.kernels if k.role == "candidate"]
     if len(kernels) > 1:
         parts.append(f"{len(kernels)} candidate kernels")
-    return _one_line("; ".join(parts))
-
-
-def why_not_correct(verdict: Verdict) -> str:
-    """The one line that says why a verdict is not a pass, most specific first."""
-    if verdict.hack_flags:
-        flags = "; ".join(f"{f.code} {f.message}" for f in verdict.hack_flags[:2])
-        return _one_line(f"anti-hacking: {flags}")
-    if verdict.status is VerdictStatus.COMPILE_ERROR and verdict.compile:
-        errors = [d.message for d in verdict.compile.diagnostics if d.severity is Severity.ERROR]
-        if errors:
-            return _one_line(f"compile error: {errors[0]}")
-    failed = verdict.correctness.failed_trials
-    if verdict.status is VerdictStatus.INCORRECT and failed:
-        trial = failed[0]
-        err = f" max abs err {trial.max_abs_err:.3g}" if trial.max_abs_err is not None else ""
-        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
-        return _one_line(f"failed {trial.name}{err}{more}: {trial.detail}".rstrip(": "))
-    return _one_line(verdict.summary or verdict.correctness.message or verdict.status.value)
+    return one_line("; ".join(parts))
 
 
 def kernel_figures(verdict: Verdict, min_bytes: int | None) -> tuple[float | None, float | None]:
@@ -114,7 +89,10 @@ def to_result(
     message: str = "",
     gpu: str = "",
     seconds: float = 0.0,
+    gemm_fallback: str = "",
 ) -> TaskResult:
+    """``gemm_fallback``: why the GEMM family's candidate is not the one judged here (the fuse service's
+    note; the row's figures are the candidate's that the verdict judged)."""
     result = TaskResult(
         name=task.name,
         status="error",
@@ -127,6 +105,7 @@ def to_result(
         bound=task.expected_bound,
         bound_source="task" if task.expected_bound else "",
         min_bytes=task.min_bytes or plan_bytes(plan),
+        gemm_fallback=one_line(gemm_fallback),
     )
     if verdict is None:
         if plan is None:  # the task could not even be traced / planned
@@ -137,15 +116,15 @@ def to_result(
             result.status = NOT_COVERED
         else:
             result.status = ERROR  # a kernel was written but never verified
-        result.reason = _one_line(message or "no candidate and no verdict")
+        result.reason = one_line(message or "no candidate and no verdict")
         return result
     if candidate is None:  # a verdict without a candidate (no GPU, ...)
         result.status = verdict.status.value
-        result.reason = why_not_correct(verdict)
+        result.reason = why_not_passed(verdict)
         return result
 
     result.status = verdict.status.value
-    result.summary = _one_line(verdict.summary)
+    result.summary = one_line(verdict.summary)
     result.compiled = verdict.compile.ok if verdict.compile is not None else None
     result.hack_flags = [f.code for f in verdict.hack_flags]
     timing = verdict.timing
@@ -162,21 +141,21 @@ def to_result(
         result.pct_of_peak = _pct_of_peak(kernel)
         result.profile_note = describe_kernel(kernel, verdict)
     elif verdict.profile.status not in ("skipped", "profiled") or verdict.profile.message:
-        result.profile_note = _one_line(f"profile {verdict.profile.status}: {verdict.profile.message}")
+        result.profile_note = one_line(f"profile {verdict.profile.status}: {verdict.profile.message}")
     if result.min_bytes and result.candidate_ms:
         result.achieved_gbs = result.min_bytes / (result.candidate_ms * 1e-3) / 1e9
     result.kernel_us, result.kernel_gbs = kernel_figures(verdict, result.min_bytes)
     if verdict.status is VerdictStatus.CORRECT and not verdict.hack_flags:
-        notes = []
+        notes = [gemm_fallback] if gemm_fallback else []
         if candidate.uncovered_ops:
             notes.append("left as PyTorch: " + ", ".join(candidate.uncovered_ops))
         if timing.status != "measured":
             notes.append(f"timing {timing.status}: {timing.message}".rstrip(": "))
-        result.reason = _one_line("; ".join(notes))
+        result.reason = one_line("; ".join(notes))
     else:
         if verdict.status is VerdictStatus.CORRECT:  # a flag on a passing verdict: never a win
             result.status = VerdictStatus.HACKING.value
-        result.reason = why_not_correct(verdict)
+        result.reason = one_line(gemm_fallback) if gemm_fallback else why_not_passed(verdict)
     return result
 
 

@@ -53,6 +53,9 @@ class TaskResult:
     # Why the task ran more than once: each time the worker running it was lost (a cluster node
     # down, its actor killed) and the task went back to the queue. Empty for a task that ran once.
     retried: list[str] = field(factory=list)
+    # Set when the GEMM family's candidate failed the Verifier and the one with the GEMM on cuBLAS was
+    # generated and judged as well: what happened (the row's figures are the judged candidate's).
+    gemm_fallback: str = ""
 
     @property
     def correct(self) -> bool:

@@ -78,8 +78,8 @@ def settings_for(args: argparse.Namespace) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
+    from stitch_lsp.commands.check_output import kernel_lines, unique_findings
     from stitch_lsp.verify.cuda_check import check_file
-    from stitch_lsp.verify.nvcc_check import hint_label
 
     files, problems = collect(args.paths)
     for problem in problems:
@@ -113,23 +113,23 @@ def run(args: argparse.Namespace) -> int:
             continue
         for note in result.notes:
             print(f"{result.path}: note: {note}", file=sys.stderr)
-        for f in result.findings:
+        for f in unique_findings(result.findings):
             line, col = f.range.start.line + 1, f.range.start.character + 1
             code = f" {f.code}" if f.code else ""
             message = f.message.replace("\n", " ")
             print(f"{f.path}:{line}:{col}: {_SEVERITY[f.severity]}{code} {message}")
             for extra in f.related:
                 print(f"    {extra}")
-        for k in result.kernels:
+        for k, label in kernel_lines(result.kernels):
             where = f"{result.path}:{k.line + 1}" if k.line is not None else result.path
-            print(f"{where}: kernel {k.name} {hint_label(k)}")
+            print(f"{where}: kernel {k.name} {label}")
         if result.compile_status not in ("ok", "failed", "skipped") and result.compile_message:
             key = result.compile_status
             if key not in told or key != "missing":
                 print(f"stitch check: {result.compile_message}", file=sys.stderr)
                 told.add(key)
-    errors = sum(r.errors for r in results)
-    warnings = sum(1 for r in results for f in r.findings if f.severity is Severity.WARNING)
+    errors = sum(1 for r in results for f in unique_findings(r.findings) if f.severity is Severity.ERROR)
+    warnings = sum(1 for r in results for f in unique_findings(r.findings) if f.severity is Severity.WARNING)
     if args.json:
         print(
             json.dumps(
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
                             "path": r.path,
                             "skipped": r.skipped or None,
                             "notes": r.notes,
-                            "findings": [to_dict(f) for f in r.findings],
+                            "findings": [to_dict(f) for f in unique_findings(r.findings)],
                             "kernels": [to_dict(k) for k in r.kernels],
                             "compile": {
                                 "status": r.compile_status,

@@ -10,7 +10,7 @@ __global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n)
 }
 
 // STC001: the write to y[i] comes before any check of i.
-// STC002: the barrier is only reached by threads with i < n.
+// STC002: only threads with i < n reach the first barrier; the others meet the second.
 // STC003: reads a neighbour's shared slot before anyone waited.
 __global__ void shift(const float* __restrict__ x, float* __restrict__ y, int n) {
   __shared__ float tile[256];
@@ -20,6 +20,7 @@ __global__ void shift(const float* __restrict__ x, float* __restrict__ y, int n)
   if (i < n) {
     __syncthreads();
   }
+  __syncthreads();
 }
 
 // STC005: one thread per row, so a warp reads 32 rows at once (uncoalesced).
@@ -54,5 +55,11 @@ void run(const float* x, float* y, float* total, float* x_mut, int n) {
   cudaGetLastError();
   block_sum<<<(n + 255) / 256, 256>>>(x, y, n);
   cudaGetLastError();
-  scale<<<(n + 255) / 256, 256>>>(x, y, n);  // STC009: never checked
+  scale<<<(n + 255) / 256, 256>>>(x, y, n);  // STC009: never checked, here or in main
+}
+
+int main() {
+  float *x = nullptr, *y = nullptr, *total = nullptr;
+  run(x, y, total, y, 1 << 20);
+  return 0;
 }

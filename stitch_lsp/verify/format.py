@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
-from stitch_lsp.verdict import Accuracy, MemoryPlan, StreamCheck, TimingStats, Verdict
+from stitch_lsp.findings import Severity
+from stitch_lsp.verdict import Accuracy, MemoryPlan, StreamCheck, TimingStats, Verdict, VerdictStatus
 
 GiB = 1 << 30
+_LINE_MAX = 240
+
+
+def one_line(text: str, limit: int = _LINE_MAX) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def why_not_passed(verdict: Verdict) -> str:
+    """The one line that says why a verdict is not a pass, most specific first."""
+    if verdict.hack_flags:
+        flags = "; ".join(f"{f.code} {f.message}" for f in verdict.hack_flags[:2])
+        return one_line(f"anti-hacking: {flags}")
+    if verdict.status is VerdictStatus.COMPILE_ERROR and verdict.compile:
+        errors = [d.message for d in verdict.compile.diagnostics if d.severity is Severity.ERROR]
+        if errors:
+            return one_line(f"compile error: {errors[0]}")
+    failed = verdict.correctness.failed_trials
+    if verdict.status is VerdictStatus.INCORRECT and failed:
+        trial = failed[0]
+        err = f" max abs err {trial.max_abs_err:.3g}" if trial.max_abs_err is not None else ""
+        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        return one_line(f"failed {trial.name}{err}{more}: {trial.detail}".rstrip(": "))
+    return one_line(verdict.summary or verdict.correctness.message or verdict.status.value)
 
 
 def _stats(label: str, s: TimingStats | None) -> str:

@@ -14,6 +14,8 @@ What a phase holds at its peak, in the order the Verifier runs them:
 - accuracy (float outputs, first seed): a float64 copy of the reference's weights, then
   either the float64 forward on float64 inputs, or its outputs held while eager and
   the candidate run on the float32 inputs;
+- rejudge (inside the trials, only for a trial that failed against eager): both sides' outputs
+  held while a float64 copy of the reference runs on float64 inputs, then beside its outputs;
 - timing: both models, the input sets it rotates among, one forward at a time, the
   L2 flush buffer, and room for ``torch.compile``'s own buffers.
 
@@ -95,6 +97,15 @@ def accuracy_need(s: TaskSizes, chunk: int) -> int:
     return 2 * s.param_bytes + params64 + max(run64, hold) + chunk * CHUNK_BYTES_PER_ELEMENT
 
 
+def rejudge_need(s: TaskSizes, chunk: int) -> int:
+    """Both models and both sides' outputs, with the float64 weights, inputs and forward beside them (the
+    float64 outputs are part of that forward); compared in half-size slices (three sides, not two)."""
+    grow = 2
+    in64 = s.input_bytes + (grow - 1) * s.float_input_bytes
+    return (2 * s.param_bytes + 2 * s.output_bytes + grow * s.float_param_bytes + in64 + grow * s.forward_bytes
+            + chunk * CHUNK_BYTES_PER_ELEMENT)
+
+
 def timing_need(s: TaskSizes, sets: int, compile_baseline: bool) -> int:
     room = COMPILE_ROOM_BYTES if compile_baseline else 0
     return 2 * s.param_bytes + sets * s.input_bytes + s.forward_bytes + L2_FLUSH_BYTES + room
@@ -143,6 +154,8 @@ def plan_memory(sizes: TaskSizes, *, total_bytes: int, free_bytes: int, odd: Tas
         optional("second_shape", second_shape_need(sizes, odd, chunk), "the second shape", "no second shape")
     if accuracy:
         optional("accuracy", accuracy_need(sizes, chunk), "the float64 run", "no float64 accuracy run")
+        optional("rejudge", rejudge_need(sizes, chunk), "judging a failed trial against float64",
+                 "no float64 judgement of failed trials")
     if timing:
         plan.phases.append(_timing_phase(plan, sizes, budget, compile_baseline))
         if plan.phases[-1].note:

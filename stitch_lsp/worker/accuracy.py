@@ -27,9 +27,9 @@ def _to_float64(values: list[Any]) -> list[Any]:
     return out
 
 
-def measure(ref_model: Any, cand_model: Any, draw: Callable[[], list[Any]], seed: int, *,
-            chunk: int, sync: Callable[[], None]) -> Accuracy:
-    result = Accuracy(status="skipped", seed=seed)
+def float64_outputs(ref_model: Any, draw: Callable[[], list[Any]], sync: Callable[[], None]) -> tuple[Any, str]:
+    """The reference's outputs from a float64 copy of it on float64 copies of ``draw()``'s inputs, or
+    (None, why not). The copy and its inputs are gone when it returns; only the outputs stay."""
     ref64 = copy.deepcopy(ref_model)
     if isinstance(ref64, torch.nn.Module):
         ref64 = ref64.double()
@@ -39,15 +39,26 @@ def measure(ref_model: Any, cand_model: Any, draw: Callable[[], list[Any]], seed
     try:
         out64 = ref64(*values64)
     except Exception as exc:  # noqa: BLE001 - a reference that only runs in float32 is no verdict's business
-        result.message = f"the reference does not run in float64: {type(exc).__name__}: {str(exc)[:200]}"
-        return result
+        return None, f"the reference does not run in float64: {type(exc).__name__}: {str(exc)[:200]}"
     finally:
         torch.set_default_dtype(previous)
         del ref64, values64
     sync()
+    if not any(t.is_floating_point() for t in tensors(out64)):
+        return None, "no floating-point output"
+    return out64, ""
+
+
+def measure(ref_model: Any, cand_model: Any, draw: Callable[[], list[Any]], seed: int, *,
+            chunk: int, sync: Callable[[], None]) -> Accuracy:
+    result = Accuracy(status="skipped", seed=seed)
+    out64, why = float64_outputs(ref_model, draw, sync)
+    if out64 is None:
+        result.message = why
+        return result
     outs64 = tensors(out64)
-    if not outs64 or not all(t.is_floating_point() for t in outs64):
-        result.message = "no floating-point output"
+    if not all(t.is_floating_point() for t in outs64):
+        result.message = "not every output is floating-point"
         return result
     result.reference_dtype = ", ".join(sorted({str(t.dtype).replace("torch.", "") for t in outs64}))
 

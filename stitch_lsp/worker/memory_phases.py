@@ -90,6 +90,7 @@ class PhaseMemory:
         self.plan = plan
         self.block_sizes = block_sizes
         self.cuda = cuda
+        self.current = ""
         if cuda:
             torch.cuda.reset_peak_memory_stats()
 
@@ -105,11 +106,28 @@ class PhaseMemory:
         self.release()
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
+        self.current = name
         try:
             yield
         finally:
             if self.cuda:
                 self.record(name)
+            self.current = ""
+
+    @contextmanager
+    def within(self, name: str) -> Iterator[None]:
+        """A planned step inside the current phase, its tensors alive (nothing released): what it
+        uses is recorded as its own, and the phase's record keeps what came before and after."""
+        outer = self.current
+        if self.cuda and outer:
+            self.record(outer)
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            yield
+        finally:
+            if self.cuda:
+                self.record(name)
+                torch.cuda.reset_peak_memory_stats()
 
     def record(self, name: str) -> None:
         reserved = torch.cuda.max_memory_reserved()

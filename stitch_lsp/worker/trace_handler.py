@@ -165,7 +165,20 @@ def _encode(value: Any) -> Any:
     return {"unsupported": type(value).__name__}
 
 
-def trace_task(task_source: str) -> TraceReply:
+def trace_task(task_source: str, init: tuple[tuple, dict] | None = None,
+               inputs: list[tuple[list[int], str]] | None = None) -> TraceReply:
+    """``init``: constructor arguments (args, kwargs) instead of the task's ``get_init_inputs()``;
+    ``inputs``: forward's inputs as (shape, dtype) instead of ``get_inputs()``'s (a fused module built with
+    other arguments is traced again this way, at the shapes it is called with)."""
+    import torch
+
+    # As a worker traces (autograd on, outside torch.inference_mode), whatever the caller's forward runs under.
+    with torch.inference_mode(False), torch.enable_grad():
+        return _trace(task_source, init, inputs)
+
+
+def _trace(task_source: str, init: tuple[tuple, dict] | None,
+           specs: list[tuple[list[int], str]] | None) -> TraceReply:
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functional_call, functionalize
@@ -183,11 +196,14 @@ def trace_task(task_source: str) -> TraceReply:
             return TraceReply(ok=False, message=f"the task has no {name}")
     try:
         with torch.device("meta"):
-            init = module.get_init_inputs()
+            args, kwargs = init if init is not None else (module.get_init_inputs(), {})
             # Inference mode, as the Verifier runs the reference: BatchNorm with its running statistics,
             # dropout off (a graph traced in training mode computes something else).
-            model = module.Model(*init).eval()
-            inputs = list(module.get_inputs())
+            model = module.Model(*args, **kwargs).eval()
+            if specs is not None:
+                inputs = [torch.empty(shape, dtype=getattr(torch, dtype)) for shape, dtype in specs]
+            else:
+                inputs = list(module.get_inputs())
     except Exception as exc:
         return TraceReply(ok=False, message=f"building the task's model failed: {type(exc).__name__}: {exc}")
     for i, x in enumerate(inputs):

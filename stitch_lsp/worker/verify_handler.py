@@ -24,6 +24,7 @@ from stitch_lsp.verdict import (
     CompileResult,
     Correctness,
     DeviceInfo,
+    Float64Judgement,
     HackFlag,
     KernelResources,
     MemoryPlan,
@@ -39,7 +40,8 @@ from stitch_lsp.verify.options import VerifyJob, VerifyOptions
 from stitch_lsp.worker import accuracy as acc
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.basic_handlers import describe_device
-from stitch_lsp.worker.compare import compare, fingerprint, peak_abs, same_fingerprint, tensors, tolerance
+from stitch_lsp.worker.compare import (compare, fingerprint, peak_abs, same_fingerprint, tensors, tolerance,
+                                      values_only)
 from stitch_lsp.worker.guards import ForbiddenTorchOp, guarded_call
 from stitch_lsp.worker.memory_phases import PhaseMemory, make_plan
 from stitch_lsp.worker.modules import compile_failure, import_file, is_compile_error
@@ -50,6 +52,9 @@ from stitch_lsp.worker.timing import hidden_work, run_interleaved, stats
 INIT_SEED = 1234
 MIN_TRIALS = 5
 SUSPICIOUS_SPEEDUP = 10.0
+# A trial that fails against eager is judged against float64: each value may be off by the tolerance
+# plus this many times eager's own error there (eager is no exact answer where an epilogue cancels).
+EAGER_ERROR_MULTIPLE = 2.0
 KEEP_COMPILED_BYTES = 1 << 30
 _RAISED = "ModelNew.forward raised"
 
@@ -395,6 +400,9 @@ class VerifyRun:
         trial = Trial(name=name, kind=kind, passed=result.passed, max_abs_err=result.max_abs,
                       max_rel_err=result.max_rel, mismatches=result.mismatches,
                       detail=prefix + (result.detail or order))
+        if not result.passed and kind in ("random", "adversarial") and not result.misplaced \
+                and values_only(ref_out, call.out):
+            self.judge_against_float64(trial, ref_model, make, ref_out, call.out)
         if not call.ready or late:
             self.flag("HACK004", "the output was not ready on the current stream when forward returned: work runs on "
                                  "another stream or thread (the timer would not see it)", evidence=name, dynamic=True)
@@ -406,6 +414,51 @@ class VerifyRun:
             trial.passed = False
             trial.detail += f"; inputs {call.mutated} were modified"
         return trial, ref_out
+
+    def judge_against_float64(self, trial: Trial, ref_model: Any, make: Callable[[], list[Any]], ref_out: Any,
+                              out: Any) -> None:
+        """A trial that failed against eager, judged again against a float64 run of the reference on the
+        same inputs (see ``compare_tensor``): where eager's own last bits show (large inputs through an
+        epilogue that cancels), a candidate closer to the exact answer than eager is not wrong."""
+        judgement = Float64Judgement(eager_multiple=EAGER_ERROR_MULTIPLE)
+        trial.float64 = judgement
+        if not mp.runs(self.plan, "rejudge"):
+            judgement.message = f"not judged against float64: {mp.phase(self.plan, 'rejudge').note}"
+            trial.detail += f"; {judgement.message}"
+            return
+        doing, self.doing = self.doing, f"judging {trial.name} against float64"
+        try:
+            with self.memory.within("rejudge"):
+                out64, why = acc.float64_outputs(ref_model, make, self.sync)
+                again = None if out64 is None else compare(
+                    ref_out, out, self.opts.rtol, self.opts.atol, max(1, self.chunk // 2), ref64=out64,
+                    eager_multiple=EAGER_ERROR_MULTIPLE)
+                del out64
+        except Stop:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if _is_cuda_fault(exc):
+                raise
+            again, why = None, _short(exc, 200)  # out of memory (the plan erred): the judgement stands
+            self.memory.release()
+        finally:
+            self.doing = doing
+        if again is None or again.eager_max_abs is None:
+            judgement.message = f"not judged against float64: {why or 'no floating-point output to judge'}"
+            trial.detail += f"; {judgement.message}"
+            return
+        judgement.passed = again.passed
+        judgement.candidate_max_abs_err, judgement.eager_max_abs_err = again.max_abs, again.eager_max_abs
+        judgement.mismatches = again.mismatches
+        cand_err = f"{again.max_abs:.3g}" if again.max_abs is not None else "?"  # None: an exact output differs
+        figures = f"max |error| against float64: candidate {cand_err}, eager {again.eager_max_abs:.3g}"
+        if again.passed:
+            trial.passed = True
+            trial.detail += (f"; judged against float64 instead (eager's own error shows here), and passes: "
+                             f"{figures}; every value within the tolerance + {EAGER_ERROR_MULTIPLE:g}x eager's "
+                             "error there")
+        else:
+            trial.detail += f"; judged against float64 too, and fails: {figures}; {again.detail}"
 
     def flag(self, code: str, message: str, *, evidence: str = "", dynamic: bool = True) -> None:
         if not any(f.code == code for f in self.flags):

@@ -102,6 +102,76 @@ def run_case(body: str, kw: dict) -> dict:
     return {"error": "", "backends": [k.backend for k in program.kernels], "outputs": outputs}
 
 
+# A task whose constructor arguments set constants of the graph: the epilogue's scale and a pool's size.
+CONSTRUCTOR_TASK = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch = 24
+features = 40
+hidden = 96
+
+
+class Model(nn.Module):
+    def __init__(self, features, hidden, pool, scale, bias=True):
+        super().__init__()
+        self.lin = nn.Linear(features, hidden, bias=bias)
+        self.pool = pool
+        self.scale = scale
+
+    def forward(self, x):
+        y = self.lin(x) * self.scale
+        return F.avg_pool1d(y.unsqueeze(1), self.pool).squeeze(1)
+
+
+def get_inputs():
+    return [torch.randn(batch, features)]
+
+
+def get_init_inputs():
+    return [features, hidden, 4, 2.0]
+"""
+# (constructor arguments, batch): the traced ones, then others (larger sizes, another pool and scale).
+CONSTRUCTOR_CALLS = [((40, 96, 4, 2.0), 24), ((41, 99, 5, 3.0), 25)]
+
+
+def run_constructor_case() -> dict:
+    """The fused module built with each argument list, run through its own program (Triton interpreted),
+    against the reference built with the same arguments."""
+    import torch
+
+    from stitch_lsp.agents.template_coder import candidate_module, lower
+    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
+    from stitch_lsp.pipeline import Task
+    from stitch_lsp.worker.trace_handler import trace_task
+
+    reply = trace_task(CONSTRUCTOR_TASK)
+    assert reply.ok, reply.message
+    program = lower(reply.graph, GemmOptions(mode="triton"))
+    module = types.ModuleType("candidate")
+    exec(compile(candidate_module(Task(name="ctor", source=CONSTRUCTOR_TASK), program), "candidate", "exec"),
+         module.__dict__)
+    calls = []
+    for args, batch in CONSTRUCTOR_CALLS:
+        torch.manual_seed(0)
+        ref = module._reference.Model(*args)
+        torch.manual_seed(0)
+        mine = module.ModelNew(*args)
+        x = torch.randn(batch, args[0])
+        params = dict(mine.named_parameters())
+        tensors = [params[gi.path].detach() if gi.role == "param" else x for gi in program.graph.inputs]
+        with torch.no_grad():
+            data = mine._stitch_fused.data_for(tensors)
+            got = module._Prepared(data)(tensors)
+            want = ref(x)
+        calls.append({"args": list(args), "retraced": mine._stitch_fused is not module._FUSED,
+                      "backends": sorted({"triton" if "triton" in s else "torch" for s in data["steps"]}),
+                      "shape_ok": got.shape == want.shape, "max_err": float((got - want).abs().max()),
+                      "scale": float(want.abs().max())})
+    return {"error": "", "calls": calls}
+
+
 def main() -> int:
     out = Path(sys.argv[1])
     results = {}
@@ -110,6 +180,10 @@ def main() -> int:
             results[name] = run_case(body, kw)
         except Exception:  # noqa: BLE001 - the test reports it
             results[name] = {"error": traceback.format_exc()[-2000:], "backends": [], "outputs": []}
+    try:
+        results["constructor_args"] = run_constructor_case()
+    except Exception:  # noqa: BLE001 - the test reports it
+        results["constructor_args"] = {"error": traceback.format_exc()[-2000:], "calls": []}
     (out / "results.json").write_text(json.dumps(results, indent=1))
     return 0
 

@@ -214,6 +214,18 @@ def test_generated_kernel_computes_what_eager_does(interpreted, name):
         assert out["max_err"] <= out["tol"] * (1 + out["scale"]), out
 
 
+def test_a_model_built_with_other_constructor_arguments_computes_with_them(interpreted):
+    """The scale in the GEMM's epilogue and the pool's size come from the constructor: a fused module built
+    with other arguments (as the Verifier's second shape builds it) computes with those, not the traced ones."""
+    result = interpreted["constructor_args"]
+    assert result["error"] == "", result["error"]
+    same, other = result["calls"]
+    assert not same["retraced"] and other["retraced"]
+    for call in (same, other):
+        assert call["backends"] == ["torch", "triton"], call  # the GEMM and its scale in the Triton kernel
+        assert call["shape_ok"] and call["max_err"] <= 1e-4 * (1 + call["scale"]), call
+
+
 def test_inference_mode_trace_folds_batchnorm_into_the_epilogue_and_drops_dropout():
     source = TEMPLATE_BN
     reply = trace_handler.trace_task(source)

@@ -90,9 +90,13 @@ __global__ void half(float* y, int n) {
 """
     a = analyze_cuda(src, "b.cu")
     assert not a.parse_ok and a.syntax_errors
-    assert [(f.code, f.range.start.line) for f in a.findings] == [("STC001", 2)]
+    assert [(f.code, f.range.start.line) for f in a.findings] == [("STC001", 2), ("parse", 4)]
     half = next(k for k in a.kernels if k.name == "half")
     assert not half.parse_ok
+    # The kernel the rules skipped says so, and why, at its name.
+    (note,) = [f for f in a.findings if f.code == "parse"]
+    assert note.range == half.name_range and note.severity.name == "HINT"
+    assert note.message.startswith("Static rules skipped kernel `half`: its code does not parse")
 
 
 def test_half_typed_code_never_raises():

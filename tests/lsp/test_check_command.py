@@ -25,10 +25,10 @@ def stitch(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_rules_without_compiling(tmp_path):
     (tmp_path / "planted.cu").write_text(PLANTED)
     out = stitch("check", "planted.cu", "--no-compile", cwd=tmp_path)
-    assert out.returncode == 1, out.stderr  # STC002 is an error
+    assert out.returncode == 0, out.stderr  # warnings only: the file compiles
     lines = out.stdout.splitlines()
     assert "planted.cu:5:5: warning STC001 " in "\n".join(lines)
-    assert any(l.startswith("planted.cu:13:9: error STC002 ") for l in lines)
+    assert any(l.startswith("planted.cu:13:9: warning STC002 ") for l in lines)
     assert any(l.startswith("planted.cu:19:5: warning STC009 ") for l in lines)
 
 
@@ -40,7 +40,7 @@ def test_json_output(tmp_path):
     assert {(x["code"], x["range"]["start"]["line"]) for x in f["findings"]} == {
         ("STC001", 4), ("STC002", 12), ("STC009", 18),
     }
-    assert data["errors"] == 1 and f["compile"]["status"] == "skipped"
+    assert data["errors"] == 0 and f["compile"]["status"] == "skipped"
 
 
 def test_usage_errors_exit_2(tmp_path):
@@ -87,3 +87,36 @@ def test_readme_example_exists_and_is_clean_of_errors():
     out = stitch("check", str(example), "--no-compile", cwd=REPO)
     assert out.returncode in (0, 1)
     assert "Traceback" not in out.stderr
+
+
+def test_template_instantiations_fold_into_one_line():
+    from stitch_lsp.commands.check_output import kernel_lines, unique_findings
+    from stitch_lsp.findings import Finding, Range, Severity
+    from stitch_lsp.verdict import KernelResources
+
+    kernels = [KernelResources("scale", registers=r, line=4) for r in (10, 12, 16)] + \
+        [KernelResources("copy", registers=8, line=9), KernelResources("copy", registers=8, line=9)]
+    lines = kernel_lines(kernels)
+    assert [(k.name, label) for k, label in lines] == [
+        ("scale", "⟨10–16 regs · 0 B smem · 0 spill⟩ ×3 instantiations"),
+        ("copy", "⟨8 regs · 0 B smem · 0 spill⟩ ×2 instantiations"),
+    ]
+    warning = Finding("k.cu", Range.of(4, 0, 4, 5), Severity.WARNING, "nvcc", "variable declared but never used")
+    assert unique_findings([warning, warning]) == [warning]
+
+
+@pytest.mark.nvcc
+def test_a_template_kernel_prints_one_resource_line(tmp_path):
+    (tmp_path / "t.cu").write_text(
+        "template <typename T>\n"
+        "__global__ void scale(T* y, T a, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) y[i] *= a;\n"
+        "}\n"
+        "template __global__ void scale<float>(float*, float, int);\n"
+        "template __global__ void scale<double>(double*, double, int);\n"
+        "template __global__ void scale<int>(int*, int, int);\n"
+    )
+    out = stitch("check", "t.cu", "--arch", "sm_90", cwd=tmp_path)
+    lines = [l for l in out.stdout.splitlines() if ": kernel scale " in l]
+    assert len(lines) == 1 and lines[0].startswith("t.cu:2: kernel scale ⟨") and "×3 instantiations" in lines[0]

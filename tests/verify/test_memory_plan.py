@@ -27,7 +27,7 @@ def test_a_6gib_task_fits_with_every_phase_and_three_timing_sets():
     plan = plan_memory(sizes(6, 6, forward_outputs=2), total_bytes=H100_TOTAL, free_bytes=H100_FREE,
                        odd=sizes(6.01, 6.01, forward_outputs=2))
     assert plan.status == "planned", plan.message
-    assert [p.name for p in plan.phases] == ["trials", "second_shape", "accuracy", "timing"]
+    assert [p.name for p in plan.phases] == ["trials", "second_shape", "accuracy", "rejudge", "timing"]
     assert all(p.runs for p in plan.phases)
     assert plan.timing_input_sets == 3 and plan.compile_baseline
     # one input, the other side's output, the forward's two outputs, the comparison's slices
@@ -79,6 +79,9 @@ def test_float64_accuracy_and_second_shape_are_dropped_when_they_cannot_fit():
     assert not mp.runs(plan, "accuracy") and "float64" in mp.phase(plan, "accuracy").note
     assert not mp.runs(plan, "second_shape")
     assert "no float64 accuracy run" in plan.message and "no second shape" in plan.message
+    # A failed trial's float64 judgement holds both sides' outputs beside the float64 run.
+    assert not mp.runs(plan, "rejudge") and "no float64 judgement of failed trials" in plan.message
+    assert mp.phase(plan, "rejudge").need_bytes > mp.phase(plan, "accuracy").need_bytes
 
 
 def test_a_user_cap_limits_the_plan_and_small_budgets_use_smaller_slices():

@@ -224,6 +224,64 @@ def test_the_memory_plan_is_in_the_verdict(verifier):
     assert v.status is VerdictStatus.CORRECT, v.summary
     m = v.memory
     assert m.status == "planned" and m.traced and m.output_bytes == 16 * 1024 * 4
-    assert [p.name for p in m.phases] == ["trials", "second_shape", "accuracy", "timing"]
+    assert [p.name for p in m.phases] == ["trials", "second_shape", "accuracy", "rejudge", "timing"]
     assert all(p.runs for p in m.phases) and m.timing_input_sets == 3
     assert "inputs rotated among 3 sets" in v.timing.method
+
+
+# ------------------------------------------------------------------ a failed trial judged against float64
+
+SIN_OF_GEMM = (CORPUS / "ref_linear_sin.py").read_text()  # sin(10 * linear(x)): eager's rounding shows
+
+
+def test_a_candidate_closer_to_float64_than_eager_passes_the_large_trial_it_fails_against_eager(verifier):
+    v = run(verifier, "closer_than_eager_numpy.py", ref=SIN_OF_GEMM)
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    large = next(t for t in v.correctness.trials if t.name == "adversarial-large")
+    assert large.passed and large.mismatches > 0  # off eager by more than the tolerance...
+    judged = large.float64  # ...and within it of the float64 answer, where eager is off by far more
+    assert judged is not None and judged.passed and judged.eager_multiple == 2.0
+    assert judged.candidate_max_abs_err < 1e-6 < 1e-2 < judged.eager_max_abs_err
+    assert "judged against float64 instead" in large.detail and "passes" in large.detail
+    assert all(t.float64 is None for t in v.correctness.trials if t is not large)  # only where eager failed it
+
+
+def test_a_wrong_or_tf32_candidate_still_fails_against_float64(verifier):
+    wrong = run(verifier, "wrong_for_large_numpy.py", ref=SIN_OF_GEMM, second_shape=False)
+    assert wrong.status is VerdictStatus.INCORRECT
+    large = next(t for t in wrong.correctness.trials if t.name == "adversarial-large")
+    assert not large.passed and large.float64 is not None and not large.float64.passed
+    assert large.float64.candidate_max_abs_err > 10 * large.float64.eager_max_abs_err
+    assert "judged against float64 too, and fails" in large.detail
+    # One TF32 pass: inaccurate wherever eager is accurate, so no trial passes (issue 14: fp32 tolerance).
+    tf32 = run(verifier, "tf32_gemm_numpy.py", ref=SIN_OF_GEMM, second_shape=False)
+    assert tf32.status is VerdictStatus.INCORRECT and not any(t.passed for t in tf32.correctness.trials)
+    random = [t for t in tf32.correctness.trials if t.kind == "random"]
+    assert random and all(t.float64 is not None and not t.float64.passed for t in random)
+
+
+def test_nan_must_land_where_the_reference_puts_it_whatever_float64_says(verifier):
+    v = run(verifier, "nan_to_zero_closer_numpy.py", ref=SIN_OF_GEMM, second_shape=False)
+    assert v.status is VerdictStatus.INCORRECT
+    assert set(failed(v)) == {"adversarial-nan", "adversarial-inf"}, failed(v)
+    nan = next(t for t in v.correctness.trials if t.name == "adversarial-nan")
+    assert nan.float64 is None and "NaN in" in nan.detail  # never re-judged: placement is exact
+
+
+def test_the_float64_judgement_keeps_to_the_memory_plan(verifier):
+    import types
+
+    from stitch_lsp.verify import memory_plan as mp
+    from stitch_lsp.worker.footprint import task_sizes
+
+    ref = types.ModuleType("ref")
+    exec(SIN_OF_GEMM, ref.__dict__)
+    sizes, _ = task_sizes(ref)
+    small = 1 << 16  # the smallest comparison slices: what a budget of a few MiB gets
+    cap = (mp.trials_need(sizes, small) + mp.rejudge_need(sizes, small)) // 2  # the trials fit, the judgement not
+    assert mp.chunk_elements(cap) == small
+    v = run(verifier, "closer_than_eager_numpy.py", ref=SIN_OF_GEMM, second_shape=False, memory_limit_gib=cap / mp.GiB)
+    assert v.status is VerdictStatus.INCORRECT, v.summary  # judged against eager only, as before
+    large = next(t for t in v.correctness.trials if t.name == "adversarial-large")
+    assert not large.passed and not large.float64.passed
+    assert "not judged against float64: judging a failed trial against float64 needs" in large.detail

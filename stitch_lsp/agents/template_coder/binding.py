@@ -24,7 +24,6 @@ LOADER_IMPORT = "from stitch_lsp.runtime.loader import load_kernel, load_triton"
 
 _RUNTIME = '''
 _KERNELS = {}
-_PROGRAMS = {}
 
 
 def _signature(tensors):
@@ -32,19 +31,37 @@ def _signature(tensors):
     return tuple((t.shape, t.dtype, t.device) for t in tensors)
 
 
-def _program_for(tensors):
-    sig = _signature(tensors)
-    prog = _PROGRAMS.get(sig)
-    if prog is not None:
+class _Fused:
+    \"\"\"One traced graph's fused program, resolved once per input signature: the baked program for the
+    shapes it was generated at, the graph re-lowered (where Stitch is importable) for others.\"\"\"
+
+    def __init__(self, baked, graph):
+        self.baked = baked
+        self.graph = graph
+        self.programs = {}
+
+    def __call__(self, *tensors):
+        prog = self.programs.get(_signature(tensors))
+        if prog is None:
+            prog = self.prepare(tensors)
+        return prog(tensors)
+
+    def __deepcopy__(self, memo):
+        return self  # programs and kernels are shared, never copied
+
+    def prepare(self, tensors):
+        for t in tensors:
+            if not t.is_cuda:
+                raise ValueError(f"the fused kernel runs on CUDA tensors, got one on {t.device}")
+        prog = self.programs[_signature(tensors)] = _Prepared(self.data_for(tensors))
         return prog
-    for t in tensors:
-        if not t.is_cuda:
-            raise ValueError(f"the fused kernel runs on CUDA tensors, got one on {t.device}")
-    named = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in tensors]
-    baked = _BAKED
-    if named == baked["checks"]:
-        data = baked
-    else:
+
+    def data_for(self, tensors):
+        \"\"\"The program (plain data) for these tensors' shapes and dtypes.\"\"\"
+        named = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in tensors]
+        baked = self.baked
+        if named == baked["checks"]:
+            return baked
         for (shape, dtype), (want_shape, want_dtype) in zip(named, baked["checks"]):
             if dtype != want_dtype:
                 raise ValueError(f"the fused kernel takes {want_dtype} here, got {dtype}; fuse again for {dtype}")
@@ -55,9 +72,7 @@ def _program_for(tensors):
                 f"this fused kernel was generated for shapes {[c[0] for c in baked['checks']]}; "
                 f"got {[s for s, _ in named]}. Install Stitch to re-generate it for new shapes, "
                 "or fuse again") from None
-        data = program_for(_GRAPH, [s for s, _ in named])
-    prog = _PROGRAMS[sig] = _Prepared(data)
-    return prog
+        return program_for(self.graph, [s for s, _ in named], _GEMM_MODE)
 
 
 def _value(v, env, device):
@@ -153,9 +168,6 @@ class _Prepared:
         outs = [env[o] for o in self.outputs]
         return tuple(outs) if self.tuple else outs[0]
 
-
-def _run(prog, tensors):
-    return prog(tensors)
 '''
 
 
@@ -167,13 +179,103 @@ def _module_body(program: LoweredProgram, loader_import: str, func_name: str) ->
 {loader_import}
 
 # The program for the shapes it was generated at (kernels, leftover PyTorch calls), and the
-# symbolically traced graph it was lowered from (to re-lower for other shapes).
+# symbolically traced graph it was lowered from (to re-lower for other shapes), with the GEMM
+# choice it was generated with ("cublas": GEMMs left to cuBLAS).
 _BAKED = json.loads({json.dumps(json.dumps(data, indent=None))})
 _GRAPH = {graph_json!r}
+_GEMM_MODE = {program.gemm_mode!r}
 {_RUNTIME}
+_FUSED = _Fused(_BAKED, _GRAPH)
+
 
 def {func_name}(*tensors):
-    return _run(_program_for(tensors), tensors)
+    return _FUSED(*tensors)
+'''
+
+
+# A candidate's ModelNew may be built with other constructor arguments than the reference was traced
+# with (the Verifier's second shape changes every size-like argument; a user may change any). Those
+# can change the graph's constants (a pool's kernel size, a scale), which re-lowering for new shapes
+# cannot: such a model is traced again, on the meta device, at its first call.
+_CONSTRUCTOR = '''
+_TRACED_INIT = []
+
+
+def _traced_init():
+    # The arguments the graph was traced with: the embedded reference's own get_init_inputs(),
+    # evaluated once, without disturbing the caller's random state.
+    if not _TRACED_INIT:
+        with torch.random.fork_rng(devices=[]):
+            make = getattr(_reference, "get_init_inputs", None)
+            _TRACED_INIT.append(_bound(tuple(make()) if make is not None else (), {}))
+    return _TRACED_INIT[0]
+
+
+def _bound(args, kwargs):
+    try:
+        call = inspect.signature(_reference.Model).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return (tuple(args), dict(kwargs))
+    call.apply_defaults()
+    return dict(call.arguments)
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(torch.equal(a.detach().cpu(), b.detach().cpu())))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - values that cannot say: treated as different (traced again)
+        return False
+
+
+class _Retraced(_Fused):
+    \"\"\"The reference traced again with this model's constructor arguments, at its first call's shapes.\"\"\"
+
+    def __init__(self, args, kwargs):
+        super().__init__(None, None)
+        self.args, self.kwargs = args, kwargs
+
+    def __call__(self, *tensors):
+        if self.baked is None:
+            self.retrace(tensors)
+        return _Fused.__call__(self, *tensors)
+
+    def data_for(self, tensors):
+        if self.baked is None:
+            self.retrace(tensors)
+        return _Fused.data_for(self, tensors)
+
+    def retrace(self, tensors):
+        try:
+            from stitch_lsp.agents.template_coder.program import program_for_init
+        except ImportError:
+            raise ValueError(
+                f"this fused kernel was generated for Model{_describe(_traced_init())}; this model was built "
+                f"with Model{_describe(_bound(self.args, self.kwargs))}, which can change its constants. "
+                "Install Stitch to re-generate it for these arguments, or fuse again") from None
+        roles = _BAKED["roles"]
+        inputs = sorted(((index, t) for (role, _, index), t in zip(roles, tensors) if role == "input"),
+                        key=lambda pair: pair[0])
+        specs = [(list(t.shape), str(t.dtype).replace("torch.", "")) for _, t in inputs]
+        self.baked, self.graph = program_for_init(_REFERENCE_SOURCE, self.args, self.kwargs, specs, roles,
+                                                  _GEMM_MODE)
+
+
+def _describe(bound):
+    if isinstance(bound, dict):
+        return "(" + ", ".join(f"{k}={v!r}" for k, v in bound.items()) + ")"
+    args, kwargs = bound
+    return "(" + ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]) + ")"
+
+
+def _fused_for(args, kwargs):
+    return _FUSED if _same(_bound(args, kwargs), _traced_init()) else _Retraced(args, kwargs)
 '''
 
 
@@ -196,6 +298,7 @@ def candidate_module(task: Task, program: LoweredProgram, loader_import: str = L
 
 {runtime_dependencies(program)}
 """
+import inspect
 import json
 import types
 
@@ -205,11 +308,16 @@ import types
 _REFERENCE_SOURCE = {task.source!r}
 _reference = types.ModuleType("stitch_reference")
 exec(compile(_REFERENCE_SOURCE, "<reference>", "exec"), _reference.__dict__)
-
+{_CONSTRUCTOR}
 
 class ModelNew(_reference.Model):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The traced program, or (other constructor arguments) the reference traced again for them.
+        self._stitch_fused = _fused_for(args, kwargs)
+
     def forward(self, {args}):
-        return fused({", ".join(call_args)})
+        return self._stitch_fused({", ".join(call_args)})
 '''
 
 

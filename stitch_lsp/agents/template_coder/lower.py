@@ -35,16 +35,18 @@ class LoweredProgram:
     notes: list[str] = field(factory=list)
     library_fusions: list[str] = field(factory=list)  # ops folded into a library call's epilogue
     source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
+    gemm_mode: str = "auto"  # the GemmOptions mode it was lowered with (re-lowering for other shapes keeps it)
 
 
 def lower(graph: OpGraph, gemm: GemmOptions | None = None) -> LoweredProgram:
     source = graph
-    graph, _ = fuse_gemms(graph, (gemm or default_options()).choose)
+    gemm = gemm or default_options()
+    graph, _ = fuse_gemms(graph, gemm.choose)
     graph, folded = fold_library_epilogues(graph)
     groups = split(graph)
     index = graph.index()
     program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded,
-                             source_graph=source)
+                             source_graph=source, gemm_mode=gemm.mode)
     for group in groups:
         if group.kind == "library" and index[group.nodes[0]].op == GEMM_OP:
             spec = gemm_kernel(index[group.nodes[0]])

@@ -1,7 +1,8 @@
 """A lowered program as plain JSON-able data: what the generated binding interprets at run time.
 
-``{"inputs": [...], "checks": [[shape, dtype], ...], "steps": [...], "outputs": [...],
-"tuple": bool, "sources": {kernel: cuda or triton module}}``; a step is a kernel launch
+``{"inputs": [...], "checks": [[shape, dtype], ...], "roles": [[role, path, index], ...], "steps": [...],
+"outputs": [...], "tuple": bool, "sources": {kernel: cuda or triton module}}`` (``roles``: what each input
+is, a parameter or buffer by path or forward's input by position); a step is a kernel launch
 ``{"kernel", "grid", "block", "args", "outputs": [[name, shape, dtype], ...]}``, a Triton
 launch ``{"triton", "grid", "args", "outputs", "meta", "tuple"}`` (the GEMM family; ``meta``
 holds the tile's constexprs, ``num_warps`` and ``num_stages``; ``tuple`` names the value its
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.agents.template_coder.lower import LoweredProgram, lower
 from stitch_lsp.op_graph import OpGraph, specialise
-from stitch_lsp.serde import from_json
+from stitch_lsp.serde import from_json, to_json
 
 
 def program_data(program: LoweredProgram) -> dict[str, Any]:
@@ -43,6 +45,7 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
     return {
         "inputs": [i.name for i in graph.inputs],
         "checks": [[list(i.shape), i.dtype] for i in graph.inputs],
+        "roles": [[i.role, i.path, i.index] for i in graph.inputs],
         "steps": steps,
         "outputs": list(graph.outputs),
         "tuple": graph.output_is_tuple,
@@ -50,9 +53,41 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
     }
 
 
-def program_for(graph_json: str, shapes: list[tuple[int, ...]]) -> dict[str, Any]:
-    """Re-lower a symbolically traced graph for other input shapes (the binding's just-in-time path)."""
+def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str | None = None) -> dict[str, Any]:
+    """Re-lower a symbolically traced graph for other input shapes (the binding's just-in-time path).
+
+    ``gemm_mode``: the GEMM choice the module was generated with (None, from modules generated before it
+    was recorded: the default).
+    """
     graph = from_json(graph_json, OpGraph)
     if not graph.symbolic:
         raise ValueError("this kernel was traced for fixed shapes only; fuse again for the new shapes")
-    return program_data(lower(specialise(graph, shapes)))
+    return program_data(lower(specialise(graph, shapes), _options(gemm_mode)))
+
+
+def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: list[tuple[list[int], str]],
+                     roles: list[list[Any]], gemm_mode: str | None = None) -> tuple[dict[str, Any], str]:
+    """The reference traced again for a model built with other constructor arguments (which can change
+    the graph's constants), at forward's ``inputs`` (shape, dtype); the program and the traced graph.
+
+    ``roles``: the inputs the fused call passes (``program_data``'s ``roles``); a model whose parameters
+    and buffers differ from those with these arguments cannot be called that way, and is refused.
+    """
+    from stitch_lsp.worker.trace_handler import trace_task  # torch: only ever called where the model runs
+
+    reply = trace_task(reference_source, init=(tuple(args), dict(kwargs)), inputs=inputs)
+    if not reply.ok or reply.graph is None:
+        raise ValueError(f"this fused kernel could not be generated again for these constructor arguments "
+                         f"({reply.message}); fuse again")
+    graph = reply.graph
+    have = [[i.role, i.path, i.index] for i in graph.inputs]
+    if have != [list(r) for r in roles]:
+        raise ValueError("built with these constructor arguments the model has other parameters, buffers or "
+                         f"inputs ({', '.join(p or f'input {i}' for _, p, i in have)}) than the fused kernel "
+                         f"takes ({', '.join(p or f'input {i}' for _, p, i in roles)}); fuse again")
+    data = program_data(lower(graph, _options(gemm_mode)))
+    return data, (to_json(graph) if graph.symbolic else "{}")
+
+
+def _options(gemm_mode: str | None) -> GemmOptions:
+    return GemmOptions(mode=gemm_mode) if gemm_mode else default_options()

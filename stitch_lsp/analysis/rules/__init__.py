@@ -21,6 +21,8 @@ from stitch_lsp.analysis.rules import (
     stc016_truncating_grid,
     stc017_shared_overwrite,
     stc018_shared_bank_conflict,
+    stc019_off_by_one_bound,
+    stc020_unguarded_global_read,
 )
 from stitch_lsp.analysis.rules.base import FileRule, Rule, RuleMeta, doc_url
 
@@ -33,18 +35,20 @@ FUNCTION_RULES: tuple[Rule, ...] = (
     stc006_atomic_in_loop.RULE,
     stc007_int_index_overflow.RULE,
     stc008_mutable_readonly_param.RULE,
-    stc009_unchecked_launch.RULE,
     stc010_shared_tree_reduction.RULE,
     stc011_legacy_warp_intrinsic.RULE,
     stc012_printf_in_kernel.RULE,
     stc013_shared_size_not_constant.RULE,
     stc015_double_literal.RULE,
-    stc016_truncating_grid.RULE,
     stc017_shared_overwrite.RULE,
     stc018_shared_bank_conflict.RULE,
+    stc019_off_by_one_bound.RULE,
+    stc020_unguarded_global_read.RULE,
 )
 FILE_RULES: tuple[FileRule, ...] = (
+    stc009_unchecked_launch.RULE,
     stc014_missing_launch_bounds.RULE,
+    stc016_truncating_grid.RULE,
 )
 
 ALL_RULES = tuple(sorted((*FUNCTION_RULES, *FILE_RULES), key=lambda r: r.meta.code))

@@ -10,7 +10,7 @@ from attrs import define, field, frozen
 from tree_sitter import Node
 
 from stitch_lsp.analysis.cuda_facts import FunctionFacts
-from stitch_lsp.analysis.cuda_model import KernelInfo, LaunchInfo
+from stitch_lsp.analysis.cuda_model import FunctionFlow, KernelInfo, LaunchInfo
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
 
 DOCS_WEB = "https://github.com/stitch-lsp/stitch/blob/main/docs/rules"
@@ -75,6 +75,8 @@ class FileView:
     path: str
     kernels: tuple[KernelInfo, ...]
     launches: tuple[LaunchInfo, ...]
+    flows: tuple[FunctionFlow, ...] = ()
+    includes: tuple[str, ...] = ()
 
 
 class Rule:
@@ -92,6 +94,8 @@ class FileRule:
 
     meta: RuleMeta
     scope = "file"
+    # The FileView fields it reads: its findings are reused while they stay the same.
+    uses: tuple[str, ...] = ("kernels", "launches", "flows", "includes")
 
     def check_file(self, view: FileView, emit: Callable[[Range, str, Fix | None], None]) -> None:  # pragma: no cover
         raise NotImplementedError

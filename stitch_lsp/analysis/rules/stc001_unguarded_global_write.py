@@ -1,20 +1,44 @@
-"""STC001: a kernel writes global memory at a thread-derived index with no bounds check."""
+"""STC001: a kernel writes global memory at a grid-wide index with no bounds check."""
 
 from __future__ import annotations
 
 from stitch_lsp.analysis.cuda_facts import INT32_TYPES, INT64_TYPES, FunctionFacts, index_expr
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
-from stitch_lsp.analysis.rules.guards import is_bounds_checked
+from stitch_lsp.analysis.rules.bounds import (
+    size_name, clamped, global_accesses, grid_index, per_thread_slot, suggest_guard, wrap_fix,
+)
+from stitch_lsp.analysis.rules.guards import is_bounds_checked, kernel_traits
 from stitch_lsp.findings import Severity
 
 
-_SIZE_TYPES = INT32_TYPES | INT64_TYPES
-_CLAMPS = frozenset({"min", "max", "umin", "umax", "llmin", "llmax", "std::min", "std::max", "clamp"})
+def unguarded(facts: FunctionFacts, a) -> bool:
+    return grid_index(facts, a) and not is_bounds_checked(facts, a.node.start_byte) and not clamped(facts, a)
 
 
-def _clamped(facts: FunctionFacts, index) -> bool:
-    """`y[min(i, n - 1)]`: the index is clamped into range instead of checked."""
-    return any(c.name in _CLAMPS and index.start_byte <= c.node.start_byte < index.end_byte for c in facts.calls)
+def takes_extent(facts: FunctionFacts) -> bool:
+    """Whether a size comes in: an integer parameter named like one (`n`, `count`, `len`),
+    or one that shapes the kernel's indexing or its conditions (a width, a stride). Then a
+    bounds check is possible, and its absence is a finding."""
+    hit = facts.memo.get("takes_extent")
+    if hit is None:
+        ints = {p.info.name for p in facts.params if not p.info.is_pointer and
+                p.info.type_text.replace("const ", "").strip() in INT32_TYPES | INT64_TYPES}
+        used: set[str] = set()
+        if ints:
+            for a in facts.accesses:
+                for i in a.indices:
+                    used |= facts.closure(facts.refs(index_expr(i)))
+            for c in facts.controls:
+                if c.cond is not None:
+                    used |= facts.closure(facts.refs(c.cond))
+        hit = facts.memo["takes_extent"] = bool(ints & used) or any(size_name(n) for n in ints)
+    return hit
+
+
+def advice(guard) -> str:
+    if guard.condition is not None:
+        return f"Guard it: `if ({guard.condition})`"
+    return f"Guard it by comparing `{guard.index}` with the array's extent (pass it to the kernel if it is not there)"
 
 
 class UnguardedGlobalWrite(Rule):
@@ -24,25 +48,21 @@ class UnguardedGlobalWrite(Rule):
     def check(self, facts: FunctionFacts, out: Emitter) -> None:
         if not facts.is_global:
             return
-        pointers = facts.global_pointer_names()
-        for a in facts.accesses:
-            if not a.is_write or a.base not in pointers:
+        grid_stride = kernel_traits(facts)[1]
+        sized = takes_extent(facts)
+        for a in global_accesses(facts):
+            if not a.is_write or not unguarded(facts, a) or per_thread_slot(facts, a, grid_stride):
                 continue
-            names = set()
-            for idx in a.indices:
-                names |= facts.refs(index_expr(idx))
-            deps = facts.closure(names)
-            # A grid-wide index (block and thread) can run past the end of the array.
-            if not (any(n.startswith("threadIdx.") for n in deps) and any(n.startswith("blockIdx.") for n in deps)):
+            guard = suggest_guard(facts, a)
+            if not sized:
+                # No size comes in: the kernel's contract is a grid that exactly covers the data.
+                out.emit(a.node, f"`{facts.text(a.node)}` writes global memory at a grid-wide index with no bounds "
+                                 f"check: correct only while the grid exactly covers the array, and the kernel "
+                                 f"takes no size to check against", severity=Severity.HINT)
                 continue
-            if is_bounds_checked(facts, a.node.start_byte) or any(_clamped(facts, i) for i in a.indices):
-                continue
-            index = " ".join(facts.text(index_expr(a.indices[-1])).split()) if a.indices else "i"
-            size = next((p.info.name for p in facts.params
-                         if not p.info.is_pointer and p.info.type_text.replace("const ", "") in _SIZE_TYPES), "n")
-            out.emit(a.node, f"`{facts.text(a.node)}` writes global memory at a thread-derived index with no "
-                             f"bounds check; threads past the end write out of bounds. Guard it: "
-                             f"`if ({index} < {size})`")
+            out.emit(a.node, f"`{facts.text(a.node)}` writes global memory at a grid-wide index with no bounds "
+                             f"check; threads of the last block past the end write out of bounds. {advice(guard)}",
+                     fix=wrap_fix(facts, a, guard))
 
 
 RULE = UnguardedGlobalWrite()

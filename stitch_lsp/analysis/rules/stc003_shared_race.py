@@ -33,9 +33,9 @@ class SharedRace(Rule):
             elif kind == "write":
                 pending.setdefault(a.base, {})[ev.write_key(a)] = a
             else:
-                writes = pending.get(a.base)
-                if writes and not any(same_thread(w, a) for w in writes.values()):
-                    self._emit(facts, out, a, list(writes.values())[-1], flagged)
+                writes = [w for w in pending.get(a.base, {}).values() if not ev.disjoint(w, a)]
+                if writes and not any(same_thread(w, a) for w in writes):
+                    self._emit(facts, out, a, writes[-1], flagged)
         # A loop with no barrier at all: a write in one iteration races with reads in the next.
         barriers = sorted(ev.barriers)
         for loop in facts.controls:
@@ -53,9 +53,9 @@ class SharedRace(Rule):
             for a in inside:
                 if not a.is_read or a.node.id in flagged:
                     continue
-                writes = by_base.get(a.base)
-                if writes and not any(same_thread(w, a) for w in writes.values()):
-                    self._emit(facts, out, a, list(writes.values())[-1], flagged)
+                writes = [w for w in by_base.get(a.base, {}).values() if not ev.disjoint(w, a, loop)]
+                if writes and not any(same_thread(w, a) for w in writes):
+                    self._emit(facts, out, a, writes[-1], flagged)
 
     @staticmethod
     def _emit(facts: FunctionFacts, out: Emitter, read: Access, write: Access, flagged: set[int]) -> None:

@@ -21,9 +21,11 @@ def _check(out: Emitter, node: Node, dims: list[int], what: str) -> None:
     shown = " x ".join(str(d) for d in dims)
     if total > MAX_THREADS:
         out.emit(node, f"{what} of {shown} = {total} threads exceeds the {MAX_THREADS}-thread limit; "
-                       f"the launch fails with cudaErrorInvalidConfiguration", severity=Severity.ERROR)
+                       f"the launch fails with cudaErrorInvalidConfiguration")
     elif total <= 0:
-        out.emit(node, f"{what} of {total} threads launches nothing", severity=Severity.ERROR)
+        out.emit(node, f"{what} of {total} threads launches nothing")
+    elif total < WARP:
+        return  # a deliberately tiny block (`<<<1, 1>>>` for a one-thread task): nothing to gain
     elif total % WARP:
         idle = WARP - total % WARP
         out.emit(node, f"{what} of {total} threads is not a multiple of the {WARP}-thread warp; "

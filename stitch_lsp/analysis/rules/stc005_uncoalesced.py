@@ -17,19 +17,24 @@ class Uncoalesced(Rule):
             return
         pointers = facts.global_pointer_names()
         xi = XIndex(facts)
+        seen: set[tuple] = set()
         for a in facts.accesses:
             if a.base not in pointers or not a.indices:
                 continue
+            if (a.base, a.index_text) in seen:
+                continue  # `y[k] = y[k] + v`: one finding for the location
             last = index_expr(a.indices[-1])
             kind, product = xi.expr(last)
             if kind != Kind.SCALED:
                 continue
+            seen.add((a.base, a.index_text))
             inside = product is not None and last.start_byte <= product.start_byte and product.end_byte <= last.end_byte
             where = product if inside else last
             verb = "writes" if a.is_write else "reads"
             out.emit(where, f"`{facts.text(a.node)}` {verb} global memory a stride apart for consecutive threads "
-                            f"(`{facts.text(where)}` scales threadIdx.x); a warp touches 32 separate segments. "
-                            f"Let threadIdx.x pick the contiguous index, or stage the tile through shared memory")
+                            f"(`{facts.text(where)}` scales threadIdx.x), so one warp access splits into many "
+                            f"memory transactions. Let threadIdx.x pick the contiguous index, or stage the tile "
+                            f"through shared memory")
 
 
 RULE = Uncoalesced()

@@ -37,13 +37,13 @@ def _aliases(facts: FunctionFacts, name: str) -> set[str]:
     while changed:
         changed = False
         for d in facts.decls:
-            if d.is_pointer and d.name not in names and d.value is not None and facts.base_names(d.value) & names:
-                names.add(d.name)
+            if d.is_pointer and d.key not in names and d.value is not None and facts.base_names(d.value) & names:
+                names.add(d.key)
                 changed = True
         for a in facts.assigns:
             left, right = a.child_by_field_name("left"), a.child_by_field_name("right")
             if left is not None and right is not None and left.type == "identifier":
-                lname = facts.text(left)
+                lname = facts.key_of(left)
                 if lname not in names and facts.base_names(right) & names:
                     names.add(lname)
                     changed = True
@@ -55,7 +55,7 @@ def _pointer_names(facts: FunctionFacts, node) -> set[str]:
     value (`x[i]`) passes none."""
     t = node.type
     if t == "identifier":
-        return {facts.text(node)}
+        return {facts.key_of(node)}
     if t == "pointer_expression":
         op = node.child_by_field_name("operator")
         arg = node.child_by_field_name("argument")
@@ -108,18 +108,29 @@ class MutableReadOnlyParam(Rule):
         touched = _touched_names(facts)
         for p in candidates:
             info = p.info
-            if not re.search(rb"\b" + re.escape(info.name.encode()) + rb"\b", body):
-                continue  # unused: nothing to say
+            if not re.search(rb"(?<![\w.])(?<!->)" + re.escape(info.name.encode()) + rb"\b", body):
+                continue  # unused (a `.y` field is not the parameter `y`): nothing to say
             if _aliases(facts, info.name) & touched:
                 continue
             edits = [out.insert_before(p.node, "const ")]
-            if not info.is_restrict and p.star is not None:
+            # `__restrict__` promises no other pointer reaches the same memory. An output of the
+            # same type may be the same buffer (an in-place launch): then only `const` is safe.
+            outputs = [o.info.name for o in facts.params if o is not p and o.info.is_pointer and not o.info.is_const
+                       and _pointee(o.info.type_text) == _pointee(info.type_text)
+                       and _aliases(facts, o.info.name) & touched]
+            if not info.is_restrict and p.star is not None and not outputs:
                 nxt = facts.src[p.star.end_byte:p.star.end_byte + 1]
                 edits.append(out.insert_after(p.star, " __restrict__" if nxt.isspace() else " __restrict__ "))
             suggested = _apply(facts.text(p.node), p, edits, facts)
-            out.emit(p.node, f"`{info.name}` is only read; declare it `{suggested}` so loads can take the "
-                             f"read-only cache path and the compiler can reorder them",
+            also = (f" (and `__restrict__` if it never overlaps `{outputs[0]}`: then loads can take the read-only "
+                    f"cache path)" if outputs and not info.is_restrict else "")
+            out.emit(p.node, f"`{info.name}` is only read; declare it `{suggested}`{also} so the compiler knows "
+                             f"and can keep and reorder its loads",
                      fix=Fix(title=f"Declare `{info.name}` as `{suggested}`", edits=tuple(edits)))
+
+
+def _pointee(type_text: str) -> str:
+    return " ".join(re.sub(r"\b(?:const|volatile|__restrict__|__restrict|restrict)\b|[*&]", " ", type_text).split())
 
 
 def _apply(text: str, p: Param, edits, facts: FunctionFacts) -> str:

@@ -35,6 +35,22 @@ def _stops_above_warp(facts: FunctionFacts, loop: Control, var: str) -> bool:
     return (op == ">" and bound >= WARP - 1) or (op == ">=" and bound >= WARP)
 
 
+def _combines(facts: FunctionFacts, loop: Control, var: str, shared: frozenset[str]) -> bool:
+    """The loop folds the upper half into the lower one: it reads `s[.. + var]` and writes
+    slots of the same array at indices without `var` (`s[t] += s[t + stride]`). A sorting
+    network swaps both partners (`Comparator(s[pos], s[pos + stride])`), or writes the
+    partner too: that is not a reduction."""
+    inside = [a for a in facts.accesses if a.base in shared and loop.governs(a.node.start_byte)]
+    uses_var = lambda a: any(var in facts.refs(index_expr(i)) for i in a.indices)
+    for r in inside:
+        if not r.is_read or not uses_var(r):
+            continue
+        writes = [w for w in inside if w.is_write and w.base == r.base]
+        if writes and not any(uses_var(w) for w in writes):
+            return True
+    return False
+
+
 class SharedTreeReduction(Rule):
     meta = RuleMeta("STC010", "shared-tree-reduction",
                     "Shared-memory tree reduction where warp shuffles would do", Severity.INFO)
@@ -53,8 +69,7 @@ class SharedTreeReduction(Rule):
                 continue
             if not any(c.name in BLOCK_BARRIERS and loop.governs(c.node.start_byte) for c in facts.calls):
                 continue
-            if not any(a.base in shared and a.is_read and loop.governs(a.node.start_byte)
-                       and any(var in facts.refs(index_expr(i)) for i in a.indices) for a in facts.accesses):
+            if not _combines(facts, loop, var, shared):
                 continue
             body = loop.node.child_by_field_name("body")
             header_end = next((c for c in reversed(loop.node.children)

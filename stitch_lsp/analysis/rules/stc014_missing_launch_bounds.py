@@ -14,7 +14,8 @@ MIN_THREADS = 512
 
 class MissingLaunchBounds(FileRule):
     meta = RuleMeta("STC014", "missing-launch-bounds",
-                    "Large constant block size without `__launch_bounds__`", Severity.WARNING)
+                    "Large constant block size without `__launch_bounds__`", Severity.HINT)
+    uses = ("kernels", "launches")
 
     def check_file(self, view: FileView, emit: Callable[..., None]) -> None:
         # Only launches with a large constant block can matter; there are few of those.
@@ -32,9 +33,10 @@ class MissingLaunchBounds(FileRule):
             size = large[k.name]
             at = k.name_range.start
             emit(k.name_range,
-                 f"`{k.name}` is launched with {size} threads per block but has no `__launch_bounds__`; if the "
-                 f"compiler gives it more than {REGISTERS_PER_SM // size} registers per thread the launch fails "
-                 f"with 'too many resources requested'. Declare `__launch_bounds__({size})`",
+                 f"`{k.name}` is launched with {size} threads per block but has no `__launch_bounds__`; should the "
+                 f"compiler give it more than {REGISTERS_PER_SM // size} registers per thread, the launch fails "
+                 f"with 'too many resources requested' (ptxas's register count on save tells). "
+                 f"`__launch_bounds__({size})` makes the compiler keep within it",
                  Fix(title=f"Add `__launch_bounds__({size})`",
                      edits=(TextEdit(Range(at, at), f"__launch_bounds__({size}) "),)))
 

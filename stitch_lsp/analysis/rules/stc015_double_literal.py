@@ -4,11 +4,47 @@ from __future__ import annotations
 
 import re
 
-from stitch_lsp.analysis.cuda_facts import FunctionFacts
+from tree_sitter import Node
+
+from stitch_lsp.analysis.cuda_facts import INT32_TYPES, INT64_TYPES, FunctionFacts
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.findings import Fix, Severity
 
 _DOUBLE = re.compile(r"^(?:\d+\.\d*|\.\d+|\d+(?:\.\d*)?[eE][+-]?\d+)$")
+_SCALARS = frozenset({"float", "auto"}) | INT32_TYPES | INT64_TYPES
+_QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|static|constexpr)\b|[*&]")
+
+
+def _other_operand(node: Node) -> Node | None:
+    parent = node.parent
+    if parent is None:
+        return None
+    for side in ("left", "right"):
+        other = parent.child_by_field_name(side)
+        if other is not None and other.id != node.id:
+            return other
+    return None
+
+
+def _is_vector(facts: FunctionFacts, node: Node | None) -> bool:
+    """An operand of a vector or class type (`float4 color`, `make_float3(...)`): its own
+    `operator*` takes a float, so the literal is converted once, at compile time."""
+    while node is not None and node.type == "parenthesized_expression" and node.named_children:
+        node = node.named_children[0]
+    if node is None:
+        return False
+    if node.type == "call_expression":
+        fn = node.child_by_field_name("function")
+        return fn is not None and facts.text(fn).startswith("make_")
+    if node.type == "subscript_expression":
+        node = node.child_by_field_name("argument")
+    if node is None or node.type != "identifier":
+        return False
+    declared = facts.type_of(facts.key_of(node))
+    if declared is None:
+        return False
+    base = " ".join(_QUALIFIERS.sub(" ", declared).split())
+    return base not in _SCALARS
 
 
 class DoubleLiteral(Rule):
@@ -22,7 +58,7 @@ class DoubleLiteral(Rule):
             return  # a kernel that means FP64, or one not about floats at all
         for n in facts.numbers:
             lit = facts.text(n)
-            if not _DOUBLE.match(lit):
+            if not _DOUBLE.match(lit) or _is_vector(facts, _other_operand(n)):
                 continue
             out.emit(n, f"`{lit}` is a double: the expression around it is computed in FP64, which runs at a "
                         f"fraction of FP32 speed on most GPUs; write `{lit}f`",

@@ -25,7 +25,7 @@ class SharedBankConflict(Rule):
     def check(self, facts: FunctionFacts, out: Emitter) -> None:
         if facts.is_host_code:
             return
-        arrays = {d.name: d for d in facts.decls if d.is_shared and not d.is_extern and d.array_size is not None}
+        arrays = {d.key: d for d in facts.decls if d.is_shared and not d.is_extern and d.array_size is not None}
         if not arrays:
             return
         xi = XIndex(facts)

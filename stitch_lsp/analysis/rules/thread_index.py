@@ -13,6 +13,25 @@ from stitch_lsp.analysis.cuda_text import operands
 SMALL_STRIDE = 8
 
 
+# Functions that take their arguments by value (so cannot change an index variable).
+_PURE = frozenset({"min", "max", "abs", "fabs", "fabsf", "sqrt", "sqrtf", "rsqrtf", "exp", "expf", "log", "logf",
+                   "fminf", "fmaxf", "floor", "floorf", "ceil", "ceilf", "umin", "umax", "static_cast",
+                   "reinterpret_cast", "printf", "assert", "tex1Dfetch", "tex2D", "tex3D", "make_float2",
+                   "make_float4", "make_int2", "make_uint2", "std::min", "std::max"})
+
+
+def _qualified_names(facts: FunctionFacts, node: Node) -> set[str]:
+    """Names that only appear as the member part of `A::b` inside ``node``."""
+    out, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "qualified_identifier":
+            out |= {facts.text(c) for c in n.named_children if c.type == "identifier"}
+            continue
+        stack.extend(n.named_children)
+    return out
+
+
 class Kind(enum.IntEnum):
     NONE = 0  # does not vary with threadIdx.x
     OTHER = 1  # varies, but not linearly (divided, hashed, data-dependent)
@@ -30,6 +49,10 @@ class XIndex:
     def var(self, name: str) -> tuple[Kind, Node | None]:
         if name in self.memo:
             return self.memo[name]
+        if name in self._passed_to_calls():
+            # `udivmod(i, n, x)` may write `i` and `x` through references: what they hold is unknown.
+            self.memo[name] = (Kind.OTHER, None)
+            return self.memo[name]
         self.memo[name] = (Kind.NONE, None)  # cycles (i = i + s) resolve through the other definitions
         best: tuple[Kind, Node | None] = (Kind.NONE, None)
         for value in self.facts.defs.get(name, ()):
@@ -39,10 +62,25 @@ class XIndex:
         self.memo[name] = best
         return best
 
+    def _passed_to_calls(self) -> frozenset[str]:
+        """Names passed as plain arguments to functions that are not CUDA or math built-ins."""
+        hit = self.facts.memo.get("passed_to_calls")
+        if hit is None:
+            names = set()
+            for c in self.facts.calls:
+                short = c.name.split("::")[-1]
+                if short.startswith("__") or short in _PURE:
+                    continue
+                names |= {self.facts.key_of(a) for a in c.args if a.type == "identifier"}
+            hit = self.facts.memo["passed_to_calls"] = frozenset(names)
+        return hit
+
     def compile_time(self, node: Node) -> bool:
         """Template parameters, constants and macros: known to the compiler, maybe not to us."""
         f = self.facts
-        names = f.refs(node)
+        if node.type == "qualified_identifier":
+            return True  # `Vec::size`, `cfg::TILE`: a member constant
+        names = f.refs(node) - _qualified_names(f, node)
         if not names:
             return True
         for n in names:
@@ -65,7 +103,7 @@ class XIndex:
             text = f.text(node).replace(" ", "")
             return (Kind.UNIT, None) if text == "threadIdx.x" else (Kind.NONE, None)
         if t == "identifier":
-            return self.var(f.text(node))
+            return self.var(f.key_of(node))
         if t in ("parenthesized_expression",) and len(operands(node)) == 1:
             return self.expr(operands(node)[0])
         if t == "cast_expression":

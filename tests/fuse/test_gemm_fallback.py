@@ -1,0 +1,139 @@
+"""``gemm = "auto"``: a GEMM-family candidate the Verifier does not pass falls back to the GEMM on cuBLAS.
+
+The Verifier is a stand-in that judges by what the candidate is (a Triton GEMM kernel or not), as the
+H100 did on the tasks where only the adversarial-large trial told them apart; the task is traced once
+in this process instead of in a worker for every fuse.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stitch_lsp.agents import fuse_service
+from stitch_lsp.agents.fuse_service import fuse_task, uses_gemm_family
+from stitch_lsp.benchsuite import runner
+from stitch_lsp.benchsuite.tasks import BenchTask
+from stitch_lsp.pipeline import Task
+from stitch_lsp.settings import Settings
+from stitch_lsp.verdict import Correctness, DeviceInfo, Trial, Verdict, VerdictStatus
+from tests.llm.verifiers import ScriptedVerifier, correct
+
+trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
+
+# An fp32 GEMM large enough for `auto` to give it to the GEMM family (0.27 GFLOP), and an epilogue.
+SOURCE = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(1024, 1024)
+
+    def forward(self, x):
+        return torch.softmax(torch.relu(self.lin(x)) * 2.0, dim=-1)
+
+def get_inputs():
+    return [torch.randn(128, 1024)]
+
+def get_init_inputs():
+    return []
+"""
+
+DEVICE = DeviceInfo(name="Stand-in GPU")
+
+
+def large_trial_fails() -> Verdict:
+    trial = Trial("adversarial-large", False, kind="adversarial", max_abs_err=0.0123, mismatches=2,
+                  detail="seed 7; 2 of 131072 values off by more than atol=0.0001+rtol=0.0001·|ref|")
+    return Verdict(VerdictStatus.INCORRECT, summary="incorrect: 1 of 10 checks failed; first: adversarial-large",
+                   correctness=Correctness(status="failed", trials=[trial], dtype="float32"))
+
+
+class Judge(ScriptedVerifier):
+    """Answers by the candidate: ``family`` for one with a GEMM-family kernel, ``cublas`` for one without."""
+
+    def __init__(self, family: Verdict, cublas: Verdict | None = None):
+        super().__init__(judge=lambda c: family if uses_gemm_family(c) else (cublas or correct(1.03)))
+
+    def device_info(self) -> DeviceInfo:
+        return DEVICE
+
+
+@pytest.fixture(scope="module")
+def traced_reply():
+    reply = trace_handler.trace_task(SOURCE)
+    assert reply.ok, reply.message
+    return reply
+
+
+@pytest.fixture(autouse=True)
+def traced_here(monkeypatch, traced_reply):
+    monkeypatch.setattr(fuse_service, "trace", lambda *a, **k: traced_reply)
+    monkeypatch.delenv("STITCH_GEMM", raising=False)
+
+
+def fuse(tmp_path, verifier, **kw):
+    task = Task(name="mlp", source=SOURCE, origin_path="model.py")
+    return fuse_task(task, Settings(), verifier=verifier, workdir=tmp_path,
+                     edit_namer=lambda _o: ("stitch_kernels/fused_mlp.py", "fused_mlp"), **kw)
+
+
+def test_a_failing_gemm_family_candidate_falls_back_to_cublas_and_says_why(tmp_path):
+    verifier = Judge(large_trial_fails())
+    outcome = fuse(tmp_path, verifier)
+    first, second = verifier.seen
+    assert uses_gemm_family(first) and not uses_gemm_family(second)  # both judged, the family's first
+    assert outcome.offerable and outcome.candidate is second and outcome.verdict.status is VerdictStatus.CORRECT
+    assert "GEMM on cuBLAS" in outcome.message and "failed adversarial-large" in outcome.message
+    assert "1.03x vs eager" in outcome.message  # the speed is the judged candidate's
+    assert "GEMM family not used" in outcome.plan_text and "adversarial-large" in outcome.plan_text
+    assert outcome.family_verdict is not None and outcome.family_verdict.status is VerdictStatus.INCORRECT
+    # The edit is the candidate that passed: no Triton kernel, and it re-lowers with GEMMs on cuBLAS.
+    (module,) = [t for p, t in outcome.edit_files.items() if p.endswith("fused_mlp.py")]
+    assert "stitch_gemm_" not in module and "_GEMM_MODE = 'cublas'" in module
+    # Both are kept for reading: the offered one in the task folder, the family's beside it.
+    task_dir = tmp_path / ".stitch" / "tasks" / outcome.task.key()
+    assert "stitch_gemm_" not in (task_dir / "candidate.py").read_text()
+    assert not list(task_dir.glob("stitch_gemm_*.py"))
+    assert '"incorrect"' in (task_dir / "gemm_family" / "verdict.json").read_text()
+    assert list((task_dir / "gemm_family").glob("stitch_gemm_*.py"))
+
+
+def test_no_fallback_when_the_family_passes_or_was_asked_for_or_nothing_could_run(tmp_path, monkeypatch):
+    verifier = Judge(correct(1.6))
+    outcome = fuse(tmp_path, verifier)
+    assert len(verifier.seen) == 1 and uses_gemm_family(outcome.candidate) and outcome.offerable
+    assert not outcome.gemm_fallback and "1.60x vs eager" in outcome.message
+
+    verifier = Judge(Verdict(VerdictStatus.NO_GPU, summary="no CUDA GPU visible to the worker"))
+    outcome = fuse(tmp_path, verifier)
+    assert len(verifier.seen) == 1 and "No CUDA device" in outcome.message
+
+    monkeypatch.setenv("STITCH_GEMM", "triton")  # asked for explicitly: the family, pass or fail
+    verifier = Judge(large_trial_fails())
+    outcome = fuse(tmp_path, verifier)
+    assert len(verifier.seen) == 1 and not outcome.offerable and not outcome.gemm_fallback
+    assert "not offered" in outcome.message
+
+
+def test_when_both_fail_the_message_gives_both_reasons(tmp_path):
+    cublas_wrong = large_trial_fails()
+    cublas_wrong.correctness.trials[0] = Trial("seed-1", False, max_abs_err=0.5, detail="4096 of 131072 values off")
+    outcome = fuse(tmp_path, Judge(large_trial_fails(), cublas_wrong))
+    assert not outcome.offerable and uses_gemm_family(outcome.candidate)  # the first judgement stands
+    assert "failed adversarial-large" in outcome.message and "failed seed-1" in outcome.message
+    assert (tmp_path / ".stitch" / "tasks" / outcome.task.key() / "gemm_cublas" / "verdict.json").exists()
+
+
+def test_the_bench_row_is_the_judged_candidate_and_notes_the_fallback(tmp_path, monkeypatch):
+    path = tmp_path / "gemm_softmax_fp32.py"
+    path.write_text(SOURCE)
+    monkeypatch.setattr(runner._state, "workdir", tmp_path / "work")
+    monkeypatch.setattr(runner._state, "verifier", runner.OptionsVerifier(Judge(large_trial_fails()), profile="none"))
+    result, detail = runner.run_task(BenchTask(name=path.stem, path=str(path)), Settings(), "template",
+                                     fuse_service.CancelToken(), lambda e: None)
+    assert result.status == "correct" and result.speedup_vs_eager == pytest.approx(1.03)
+    assert result.gemm_fallback.startswith("GEMM on cuBLAS") and "adversarial-large" in result.gemm_fallback
+    assert "GEMM on cuBLAS" in result.reason  # the table's note beside "correct"
+    assert not uses_gemm_family(detail.candidate) and detail.verdict.status is VerdictStatus.CORRECT
