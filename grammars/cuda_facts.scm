@@ -35,7 +35,9 @@
 ; Literals that are operands of arithmetic or comparisons: a double literal there
 ; promotes the whole expression to FP64 (an initialiser is converted at compile time).
 (binary_expression left: (number_literal) @number)
-(binary_expression right: (number_literal) @number)
+; The right operand is checked in cuda_facts.py: a pattern on it keeps a match open for every
+; binary_expression above the current node, which made a long `a + b + ...` chain quadratic.
+(binary_expression) @binary
 (assignment_expression operator: ["+=" "-=" "*=" "/="] right: (number_literal) @number)
 
 ; `blockIdx.x * blockDim.x`: a 32-bit product (index overflow).

@@ -491,12 +491,17 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
             facts.preprocs.append(caps["preproc"][0])
         elif "number" in caps:
             facts.numbers.append(caps["number"][0])
+        elif "binary" in caps:
+            right = caps["binary"][0].child_by_field_name("right")
+            if right is not None and right.type == "number_literal":
+                facts.numbers.append(right)
         elif "mod" in caps:
             facts.mods.append(caps["mod"][0])
         elif "mul" in caps:
             names = {node_text(src, caps["mul.a"][0]), node_text(src, caps["mul.b"][0])}
             if names == {"blockIdx", "blockDim"}:
                 facts.builtin_products.append(caps["mul"][0])
+    facts.numbers.sort(key=lambda n: n.start_byte)  # right operands were found at their expression
 
     _assign_keys(facts)
     for d in facts.decls:

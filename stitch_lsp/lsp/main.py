@@ -12,6 +12,7 @@ import logging
 import sys
 
 from stitch_lsp import __version__
+from stitch_lsp.lsp.log_flood import FloodFilter
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # A client sending thousands of bad messages must not turn into thousands of log lines.
+    handler.addFilter(FloodFilter())
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(args.log_level)

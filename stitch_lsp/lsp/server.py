@@ -304,14 +304,17 @@ class StitchServer(LanguageServer):
 
         from pygls.io_ import StdoutWriter
 
-        from stitch_lsp.lsp import framing
+        from stitch_lsp.lsp import framing, request_timing
 
         self._stop_event = threading.Event()
         read_chunk = framing.chunks_of(stdin or sys.stdin.buffer, self.thread_pool)
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        timing = request_timing.from_environment()
+        if timing is not None:
+            self.protocol._send_data = timing.wrap_send(self.protocol._send_data)  # type: ignore[method-assign]
         try:
             asyncio.run(framing.run_async(self._stop_event, read_chunk, self.protocol, self.protocol._send_data,
-                                          self.report_server_error))
+                                          self.report_server_error, timing))
         except BrokenPipeError:
             log.error("the connection to the client is lost; shutting down")
         except (KeyboardInterrupt, SystemExit):

@@ -45,11 +45,11 @@ class Failure(AssertionError):
 
 
 class FuzzSession:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
         self.root = root
         (root / "ref.cu").write_text(KERNEL)
         (root / "model.py").write_text(PYTHON)
-        self.client = WireClient(root)
+        self.client = WireClient(root, env=env)
         self.client.initialize(trusted=False)
         self.ref_uri = self.client.open(root / "ref.cu", KERNEL)
         self.py_uri = self.client.open(root / "model.py", PYTHON, language="python")

@@ -133,6 +133,7 @@ class KernelChecks:
         if not server.is_cuda(uri):
             return
         await server.wait_ready()  # the client's settings decide what runs on save
+        await server.cuda.settle(uri, exact=True)  # pairing reads the saved text's analysis
         result = self.pair(uri)
         if result is None:
             return
@@ -410,10 +411,11 @@ def register(server: StitchServer) -> None:
     server.on_settings_changed(checks.on_settings_changed)
     server.on_shutdown(checks.on_shutdown)
 
-    def run_command(ls: StitchServer, args: Any, profile: bool) -> dict[str, Any]:
+    async def run_command(ls: StitchServer, args: Any, profile: bool) -> dict[str, Any]:
         uri, position = _uri_position(ls, args)
         if uri is None:
             return {"ok": False, "message": "expected [uri, position] of a kernel"}
+        await ls.cuda.current(uri)
         pairing, name, problem = checks.pairing_at(uri, position)
         if name == "":
             return {"ok": False, "message": "no kernel under the cursor: put it on a __global__ kernel's name or a launch"}
@@ -437,12 +439,12 @@ def register(server: StitchServer) -> None:
         }
 
     @server.command(VERIFY_COMMAND)
-    def verify_kernel(ls: StitchServer, *args: Any) -> dict[str, Any]:
-        return run_command(ls, args, profile=False)
+    async def verify_kernel(ls: StitchServer, *args: Any) -> dict[str, Any]:
+        return await run_command(ls, args, profile=False)
 
     @server.command(PROFILE_COMMAND)
-    def profile_kernel(ls: StitchServer, *args: Any) -> dict[str, Any]:
-        return run_command(ls, args, profile=True)
+    async def profile_kernel(ls: StitchServer, *args: Any) -> dict[str, Any]:
+        return await run_command(ls, args, profile=True)
 
 
 def _uri_position(ls: StitchServer, args: Any) -> tuple[str | None, Position]:

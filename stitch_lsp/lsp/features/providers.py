@@ -2,6 +2,12 @@
 
 Each request asks every registered provider (or store) and joins the answers; a
 provider that raises is logged and left out, so the others still answer.
+
+Providers are plain functions that read derived state. For a CUDA document, hover
+and code actions first await the analysis of the text they were asked about
+(``CudaDocuments.current``: computed off the event loop, once per text, shared with
+the static-rules pass), so the loop goes on reading and answering other messages
+while it runs, and the providers' ``server.cuda.get`` is up to date.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ CODE_ACTION_KINDS = [
 
 def register(server: StitchServer) -> None:
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
-    def hover(ls: StitchServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    async def hover(ls: StitchServer, params: lsp.HoverParams) -> lsp.Hover | None:
         uri = params.text_document.uri
+        await ls.cuda.current(uri)
         position = ls.converter(uri).from_position(params.position)
         parts: list[str] = []
         for provider in list(ls.hover_providers):
@@ -45,8 +52,9 @@ def register(server: StitchServer) -> None:
         lsp.TEXT_DOCUMENT_CODE_ACTION,
         lsp.CodeActionOptions(code_action_kinds=CODE_ACTION_KINDS, resolve_provider=False),
     )
-    def code_action(ls: StitchServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    async def code_action(ls: StitchServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
         uri = params.text_document.uri
+        await ls.cuda.current(uri)
         rng = ls.converter(uri).from_range(params.range)
         actions: list[lsp.CodeAction] = []
         only = params.context.only

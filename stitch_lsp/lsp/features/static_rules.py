@@ -1,8 +1,9 @@
 """Static rubric rules on open and change, debounced, off the event loop.
 
 A keystroke restarts a short quiet period (``diagnosticsDebounceMs``); then the
-document's text is analysed in a worker thread and the findings are published
-only if the document has not changed meanwhile (stale results are dropped).
+document's text is analysed in a worker thread (``CudaDocuments.settle``: the one
+analysis of that text, shared with hover and code actions) and the findings are
+published only if the document has not changed meanwhile (stale results are dropped).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 from lsprotocol import types as lsp
 
-from stitch_lsp.lsp.cuda_documents import analyze_text, unfit_reason
+from stitch_lsp.lsp.cuda_documents import unfit_reason
 from stitch_lsp.lsp.server import StitchServer
 from stitch_lsp.verify.cuda_check import parse_notice
 
@@ -65,15 +66,12 @@ class StaticRules:
             return
         path = server.path_of(uri)
         started = time.perf_counter()
-        try:
-            analysis = await server.run_in_thread(analyze_text, text, path)
-        except ModuleNotFoundError as exc:
-            log.warning("CUDA analysis unavailable: %s", exc)
-            return
+        # The same analysis hover and code actions await: computed once per text, off the loop.
+        entry = await server.cuda.settle(uri, exact=True)
         doc = server.document(uri)
-        if doc is None or doc.version != version:
-            return  # the text changed while we analysed: a newer run is on its way
-        server.cuda.store(uri, version, analysis)
+        if entry is None or doc is None or doc.version != version or entry.text is not doc.source:
+            return  # the text changed while we analysed (a newer run is on its way), or it failed (logged)
+        analysis = entry.analysis
         if analysis is None:
             server.diagnostics.set(uri, SOURCE, [])
             return
