@@ -93,10 +93,14 @@ class ProgressBridge(JobListener):
             future = progress.tokens.get(tok.token)
             if future is not None:
                 future.add_done_callback(lambda f: self._cancelled_by_client(tok, f))
-            self._send_begin(tok)
+            # The client may answer create only after the job moved on, or ended: the stages
+            # it missed are replayed in order, and the end comes last.
             pending, tok.pending = tok.pending, []
+            self._send_begin(tok, replaying=bool(pending))
             for send in pending:
                 send()
+            if tok.job.done:
+                self._send_end(tok)
 
         try:
             future = progress.create(tok.token)
@@ -114,9 +118,9 @@ class ProgressBridge(JobListener):
 
         future.add_done_callback(on_answer)
 
-    def _send_begin(self, tok: _Token) -> None:
+    def _send_begin(self, tok: _Token, replaying: bool = False) -> None:
         job = tok.job
-        event = job.last_event
+        event = None if replaying else job.last_event
         self.server.work_done_progress.begin(
             tok.token,
             lsp.WorkDoneProgressBegin(
@@ -127,8 +131,6 @@ class ProgressBridge(JobListener):
             ),
         )
         tok.began = True
-        if job.done:
-            self._send_end(tok)
 
     def _report(self, job: Job, event: ProgressEvent) -> None:
         tok = self._tokens.get(job.id)

@@ -112,3 +112,41 @@ def test_cancel_from_the_progress_ui_cancels_the_job_and_ends_cancelled():
     assert progress.sent[-1][2].message == f"cancelled: {CANCELLED_FROM_UI}"
     assert f"stitch/{job.id}" not in progress.tokens
     q.shutdown()
+
+
+class LateAnsweringProgress(RecordingProgress):
+    """A client that answers window/workDoneProgress/create only when told to."""
+
+    def __init__(self):
+        super().__init__()
+        self.answers: list[concurrent.futures.Future] = []
+
+    def create(self, token):
+        fut = concurrent.futures.Future()
+        self.tokens[token] = concurrent.futures.Future()
+        self.answers.append(fut)
+        return fut
+
+
+def test_stages_reported_before_the_client_answers_create_are_shown_in_order():
+    server = RecordingServer()
+    server.work_done_progress = LateAnsweringProgress()
+    q = JobQueue()
+    q.add_listener(ProgressBridge(server, q))
+
+    def run(token, report):
+        report(ProgressEvent("planning", "tracing the selection", 5))
+        report(ProgressEvent("compiling", "starting the worker", 40))
+        return "ok"
+
+    job = q.submit(JobSpec(key="k", title="Fuse 3 ops", run=run))
+    job.result(5)
+    progress = server.work_done_progress
+    assert _wait(lambda: progress.answers)
+    time.sleep(0.1)  # the job's end reaches the bridge before the client's answer does
+    assert progress.sent == []
+    progress.answers[0].set_result(None)
+    sent = progress.sent
+    assert [s[0] for s in sent] == ["begin", "report", "report", "end"]
+    assert [s[2].message for s in sent] == ["started", "planning: tracing the selection",
+                                            "compiling: starting the worker", "done"]
