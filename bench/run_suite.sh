@@ -14,7 +14,7 @@
 #   suite-<coder>-<stamp>.json  the whole report (per-task results, summary, GPUs)
 #   suite-<coder>-<stamp>.log   the progress log
 #   suite-<coder>-<stamp>-run.tar.gz  the run directory (per-task plans, candidates, verdicts, shard logs)
-# Knobs (environment): TASKS (the task directory, bench/tasks; another's name goes into the file names), COMMIT (the commit the run is of, for the header; default: git), CODER (template), BUDGET seconds after which no task starts (390),
+# Knobs (environment): RUN_NAME (see above), TASKS (the task directory, bench/tasks; another's name goes into the file names), COMMIT (the commit the run is of, for the header; default: git), CODER (template), BUDGET seconds after which no task starts (390),
 # TASK_TIMEOUT per task (150), HARD_LIMIT for the whole bench command (460, then Ctrl-C:
 # finished tasks are kept and reported), PART (I/N: every N-th task), PROFILE (misses:
 # Nsight Compute only on correct candidates short of a goal, to say why; all: every
@@ -33,6 +33,12 @@ STAMP="$(date -u +%Y%m%d-%H%M)"
 NAME="suite-${CODER}-${STAMP}"
 [ "$TASKS" != "bench/tasks" ] && NAME="${NAME}-$(basename "$TASKS")"
 [ -n "${PART:-}" ] && NAME="${NAME}-part${PART%/*}of${PART#*/}"
+# RUN_NAME: one run over several calls. Its directory (.stitch/bench/RUN_NAME, unpacked from the
+# last call's -run.tar.gz and carried to the next machine) is resumed; each call's files get the
+# stamp as well, and the last call's .json holds every task so far.
+[ -n "${RUN_NAME:-}" ] && NAME="${RUN_NAME}"
+FILES="$NAME"
+[ -n "${RUN_NAME:-}" ] && FILES="${RUN_NAME}-${STAMP}"
 RESULTS="$ROOT/bench/results"
 RUN_DIR="$ROOT/.stitch/bench/$NAME"
 mkdir -p "$RESULTS" "$RUN_DIR"
@@ -50,6 +56,7 @@ export TRITON_CACHE_DIR="$ROOT/.stitch/triton-cache"
 
 CMD=("$PY" -m stitch_lsp.cli bench "$TASKS" --coder "$CODER" --out "$RUN_DIR"
      --budget "$BUDGET" --task-timeout "$TASK_TIMEOUT" --verbose)
+[ -n "${RUN_NAME:-}" ] && [ -d "$RUN_DIR/results" ] && CMD+=(--resume)
 [ -n "${PART:-}" ] && CMD+=(--part "$PART")
 CMD+=(--profile "$PROFILE")
 # shellcheck disable=SC2206
@@ -85,14 +92,14 @@ echo "stitch bench exited with $STATUS"
   echo "exit status: $STATUS"
   echo
   if [ -f "$RUN_DIR/table.txt" ]; then cat "$RUN_DIR/table.txt"; else echo "(no table: the run did not get far enough to write one)"; fi
-} > "$RESULTS/$NAME.txt"
-[ -f "$RUN_DIR/report.json" ] && cp "$RUN_DIR/report.json" "$RESULTS/$NAME.json"
-cp "$RUN_DIR/progress.log" "$RESULTS/$NAME.log"
-tar --exclude="*.ncu-rep" --exclude="*.so" --exclude="*.o" --exclude="*.cubin" --exclude="*.fatbin" -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$NAME-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
+} > "$RESULTS/$FILES.txt"
+[ -f "$RUN_DIR/report.json" ] && cp "$RUN_DIR/report.json" "$RESULTS/$FILES.json"
+cp "$RUN_DIR/progress.log" "$RESULTS/$FILES.log"
+tar --exclude="*.ncu-rep" --exclude="*.so" --exclude="*.o" --exclude="*.cubin" --exclude="*.fatbin" -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$FILES-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
 
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
-  for f in "$RESULTS/$NAME".txt "$RESULTS/$NAME".json "$RESULTS/$NAME".log "$RESULTS/$NAME-run.tar.gz"; do
+  for f in "$RESULTS/$FILES".txt "$RESULTS/$FILES".json "$RESULTS/$FILES".log "$RESULTS/$FILES-run.tar.gz"; do
     [ -f "$f" ] || continue
     if [ "$(stat -c %s "$f")" -gt $((15 * 1024 * 1024)) ]; then
       echo "not copied to \$OUT (over 15 MiB): $f"
@@ -101,5 +108,5 @@ if [ -n "${OUT:-}" ]; then
     cp "$f" "$OUT/"
   done
 fi
-echo "results: $RESULTS/$NAME.txt (.json, .log, -run.tar.gz)${OUT:+ and in $OUT}"
+echo "results: $RESULTS/$FILES.txt (.json, .log, -run.tar.gz)${OUT:+ and in $OUT}"
 exit "$STATUS"

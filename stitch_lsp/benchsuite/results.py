@@ -49,6 +49,7 @@ class TaskResult:
     hack_flags: list[str] = field(factory=list)
     gpu: str = ""  # the slot it ran on ("0", "1", ... or "cpu")
     seconds: float = 0.0  # wall time of the whole task (coder + verifier)
+    steps: dict[str, float] = field(factory=dict)  # seconds per step ("timing: torch.compile", ...): stage_clock
     summary: str = ""  # the Verifier's own one-line summary
     # Why the task ran more than once: each time the worker running it was lost (a cluster node
     # down, its actor killed) and the task went back to the queue. Empty for a task that ran once.

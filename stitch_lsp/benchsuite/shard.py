@@ -34,6 +34,7 @@ from typing import Any, Callable
 from stitch_lsp.benchsuite.results import (
     ERROR, INTERRUPTED, SHARD_CRASHED, TIMEOUT, GpuInfo, TaskDetail, TaskResult, failed_result,
 )
+from stitch_lsp.benchsuite.stage_clock import StageClock
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent
 from stitch_lsp.serde import from_dict, to_dict
@@ -87,8 +88,14 @@ def _child_main(argv: list[str]) -> int:
             if kind == "task":
                 task = from_dict(message["task"], BenchTask)
                 start = time.monotonic()
+                steps = StageClock()
+
+                def timed_report(event: ProgressEvent) -> None:
+                    steps.event(event)
+                    report(event)
+
                 try:
-                    result, detail = backend.run_task(task, settings, args.coder, cancel, report)
+                    result, detail = backend.run_task(task, settings, args.coder, cancel, timed_report)
                 except Cancelled:
                     return 1
                 except Exception as exc:  # a bug in the Coder or the Verifier: one task lost, not the run
@@ -96,6 +103,7 @@ def _child_main(argv: list[str]) -> int:
                     detail = None
                 result.gpu = args.slot
                 result.seconds = round(time.monotonic() - start, 3)
+                result.steps = steps.finish()
                 send({"kind": "result", "result": to_dict(result),
                       "detail": to_dict(detail) if detail is not None else None})
             elif kind == "verify":

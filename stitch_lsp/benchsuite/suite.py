@@ -14,6 +14,7 @@ from stitch_lsp import __version__
 from stitch_lsp.benchsuite.executor import Executor, ExecutorError, WorkerSpec, make_executor
 from stitch_lsp.benchsuite.results import BenchReport, GpuInfo, RunInfo, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.scheduler import Worker, run_tasks
+from stitch_lsp.benchsuite.stage_clock import top_steps
 from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND
 from stitch_lsp.benchsuite.stats import summarise, valid_speedup
 from stitch_lsp.benchsuite.store import RunStore
@@ -105,8 +106,9 @@ class ProgressPrinter:
         self.results.append(result)
         self.done += 1
         again = f"; ran {len(result.retried) + 1} times" if result.retried else ""
+        where = f": {top_steps(result.steps)}" if self.verbose and result.steps else ""
         self._say(f"[{self.done:>3}/{self.total}] gpu {slot}: {task.name}: {_fmt_finished(result)} "
-                  f"({result.seconds:.1f} s{again})")
+                  f"({result.seconds:.1f} s{again}{where})")
 
     def lost(self, slot: str, task: BenchTask, reason: str) -> None:
         self._running.pop(task.name, None)

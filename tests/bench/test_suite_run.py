@@ -103,6 +103,10 @@ def test_run_spreads_over_gpus_and_writes_results(tmp_path, log, monkeypatch):
     assert "red_wrong_fp32" in (run_dir / "table.txt").read_text()
     text = out.getvalue()
     assert "skipped notes.py" in text and "[  7/7]" in text and "incorrect" in text
+    # Where each task's time went, from its progress events: the stand-in sleeps 0.5 s in its one step.
+    slow = next(r for r in saved.results if r.name == "pw_slow0_fp32")
+    assert slow.steps["checking: pw_slow0_fp32"] >= 0.45
+    assert sum(slow.steps.values()) == pytest.approx(slow.seconds, abs=0.05)
 
 
 def test_filters_select_tasks(tmp_path, log, monkeypatch):
