@@ -19,17 +19,17 @@ import json
 
 from attrs import define, evolve, field
 
-from stitch_lsp.agents import op_table
+from stitch_lsp.agents import op_table, pooling
 from stitch_lsp.agents.reduction_domain import Domain, domain_of
 from stitch_lsp.op_graph import OpGraph, OpNode
 
-FUSIBLE = ("pointwise", "view", "reduction", "creation", "scan")
+FUSIBLE = ("pointwise", "view", "reduction", "creation", "scan", "window")
 
 
 @define
 class Group:
     index: int
-    kind: str  # pointwise | row_reduction | col_reduction | scan | view | library | update | torch
+    kind: str  # pointwise | row_reduction | col_reduction | scan | window | view | library | update | torch
     nodes: list[str] = field(factory=list)  # in graph order
     # Members another group owns, computed here again from its inputs rather than read back from memory.
     recomputed: list[str] = field(factory=list)
@@ -58,15 +58,23 @@ def reduction_dims(node: OpNode, graph_index: dict[str, OpNode]) -> tuple[list[i
 
 
 def simplify(graph: OpGraph) -> OpGraph:
-    """The graph with reductions over size-1 dimensions only (a sum over a dim of 1) as the views they are, and
+    """The graph with reductions over size-1 dimensions only (a sum over a dim of 1) as the views they are,
     in-place ops on a value nothing else reads (a decomposition's ``clone().clamp_min_()``) as their functional
-    forms."""
+    forms, and a max pool traced with its indices whose indices nobody reads as the values-only op."""
     index = graph.index()
     users = graph.users()
     inputs = {i.name for i in graph.inputs}
+    values_only = _values_only_pools(graph, users, index)
     nodes = []
-    changed = False
+    changed = bool(values_only)
     for n in graph.nodes:
+        if n.name in values_only:
+            continue
+        pool = values_only.get(n.refs()[0]) if n.op == "getitem" and n.refs() else None
+        if pool is not None:
+            nodes.append(evolve(n, op=pooling.VALUES_ONLY[pool.op], args_json=pool.args_json,
+                                kwargs_json=pool.kwargs_json))
+            continue
         name, _, overload = n.op.rpartition(".")
         if name.endswith("_") and not name.endswith("__") and n.refs():
             functional = f"{name[:-1]}.{overload}"
@@ -86,6 +94,22 @@ def simplify(graph: OpGraph) -> OpGraph:
                 changed = True
         nodes.append(n)
     return evolve(graph, nodes=nodes) if changed else graph
+
+
+def _values_only_pools(graph: OpGraph, users: dict[str, list[str]], index: dict[str, OpNode]) -> dict[str, OpNode]:
+    """The ``max_pool*_with_indices`` nodes read only through one ``getitem(0)`` of float values, by name."""
+    out = {}
+    outputs = set(graph.outputs)
+    for n in graph.nodes:
+        if n.op not in pooling.VALUES_ONLY or n.name in outputs:
+            continue
+        readers = users.get(n.name, [])
+        if len(readers) != 1:
+            continue
+        item = index[readers[0]]
+        if item.op == "getitem" and item.args[1:] == [0] and item.dtype in op_table.FLOAT_DTYPES:
+            out[n.name] = n
+    return out
 
 
 def split(graph: OpGraph) -> list[Group]:
@@ -115,12 +139,14 @@ def split(graph: OpGraph) -> list[Group]:
             x = parent[x]
         return x
 
+    windows = [n for n in graph.nodes if klass[n.name] == "window"]
     for n in graph.nodes:
         if n.name not in fusible:
             continue
         for r in n.refs():
-            if r in fusible and stage[r] == stage[n.name]:
+            if r in fusible and stage[r] == stage[n.name] and "window" not in (klass[r], klass[n.name]):
                 parent[find(r)] = find(n.name)
+    _join_windows(graph, windows, klass, stage, users, find, parent)
 
     outputs = set(graph.outputs)
     groups: list[Group] = []
@@ -169,6 +195,76 @@ def split(graph: OpGraph) -> list[Group]:
     for i, g in enumerate(order):
         g.index = i
     return order
+
+
+def _join_windows(graph: OpGraph, windows: list[OpNode], klass: dict[str, str], stage: dict[str, int],
+                  users: dict[str, list[str]], find, parent: dict[str, str]) -> None:
+    """Pooling ops join the pointwise work around them: before (recomputed for every window element it
+    reaches) where nothing else reads it, after where it is no larger than the pool's output. Never a
+    reduction or a scan, so a pooling group is one pass over its outputs (a pool feeding a sum is two
+    kernels, the pool's output read back once)."""
+    outputs = set(graph.outputs)
+
+    def members(name: str) -> list[str]:
+        root = find(name)
+        return [m for m in parent if find(m) == root]
+
+    def plain(names: list[str]) -> bool:
+        return not any(klass[m] in ("reduction", "scan") for m in names)
+
+    index = graph.index()
+    for p in windows:
+        src = p.refs()[0]
+        if src not in parent or stage[src] != stage[p.name]:
+            continue
+        before = members(src)
+        private = all(u in before or u == p.name for m in before for u in users.get(m, []))
+        if plain(before) and private and not outputs.intersection(before):
+            parent[find(src)] = find(p.name)
+    for p in windows:
+        for u in users.get(p.name, []):
+            if u not in parent or stage[u] != stage[p.name] or find(u) == find(p.name):
+                continue
+            after = members(u)
+            if plain(after) and all(index[m].numel <= p.numel for m in after):
+                parent[find(u)] = find(p.name)
+
+
+def split_windows(group: Group, index: dict[str, OpNode]) -> list[Group] | None:
+    """A pooling group whose kernel cannot be written (outputs of several sizes) as each pooling op alone
+    and the pointwise parts between them, in order; None when the group is one pooling op already."""
+    klass = {n: op_table.classify(index[n].op, index[n].dtype) for n in group.nodes}
+    windows = [n for n in group.nodes if klass[n] == "window"]
+    rest = [n for n in group.nodes if klass[n] != "window"]
+    if not rest:
+        return None
+    parent = {n: n for n in rest}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for n in rest:
+        for r in index[n].refs():
+            if r in parent:
+                parent[find(r)] = find(n)
+    parts: dict[str, list[str]] = {}
+    for n in group.nodes:
+        parts.setdefault(n if n in windows else "part " + find(n), []).append(n)
+    pieces = [Group(index=group.index, kind="pointwise", nodes=nodes) for nodes in parts.values()]
+    read: set[str] = set()
+    for piece in pieces:
+        inside = set(piece.nodes)
+        piece.inputs = list(dict.fromkeys(r for n in piece.nodes for r in index[n].refs() if r not in inside))
+        read.update(piece.inputs)
+    for piece in pieces:
+        piece.outputs = [n for n in piece.nodes if n in group.outputs or n in read]
+        piece.kind = _fused_kind(piece, index, klass)
+    ordered = _topo(pieces, index)
+    for piece in ordered:
+        piece.index = group.index
+    return ordered
 
 
 def domain(node: OpNode, index: dict[str, OpNode]) -> Domain:
@@ -291,6 +387,8 @@ def _fused_kind(group: Group, index: dict[str, OpNode], klass: dict[str, str]) -
     kinds = {klass[n] for n in group.nodes}
     if kinds <= {"view"}:
         return "view"
+    if "window" in kinds:
+        return "window"
     if "scan" in kinds:
         return "scan"
     if "reduction" not in kinds:

@@ -1,4 +1,5 @@
-"""The ops a library runs: GEMMs (cuBLAS), convolutions (cuDNN), pooling and attention (PyTorch's kernels).
+"""The ops a library runs: GEMMs (cuBLAS), convolutions (cuDNN), the pooling the template Coder does not
+write (adaptive windows, a max pool whose indices are read) and attention (PyTorch's kernels).
 
 The template Coder never writes these; it calls the library through torch and fuses
 what comes after the call (``stitch_lsp.agents.template_coder.library_call`` is where
@@ -18,6 +19,8 @@ CONV_OPS = {
     "aten.conv3d.default", "aten.conv_transpose1d.default", "aten.conv_transpose2d.input",
     "aten.conv_transpose3d.input", "aten.cudnn_convolution.default",
 }
+# Max and average pooling with fixed windows over floating-point values are the template Coder's own
+# kernels (``op_table.classify`` takes them first: ``pooling``); listed here for the other dtypes.
 POOL_OPS = {
     "aten.max_pool1d.default", "aten.max_pool2d.default", "aten.max_pool3d.default",
     "aten.max_pool2d_with_indices.default", "aten.max_pool3d_with_indices.default",
@@ -50,6 +53,24 @@ DISPATCHES_TO = {
         "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_attention_math",
         "aten._efficient_attention_forward", "aten._flash_attention_forward"],
 }
+
+
+# Why a pooling op stays a library call, for the plan's note.
+POOL_WHY = {
+    "aten.max_pool2d_with_indices.default": "its indices are read, and the generated pooling kernels give values only",
+    "aten.max_pool3d_with_indices.default": "its indices are read, and the generated pooling kernels give values only",
+}
+
+
+def why_library(op: str) -> str:
+    """Why ``op`` is a library call rather than a generated kernel, where that is a choice ("" otherwise)."""
+    if op in POOL_WHY:
+        return POOL_WHY[op]
+    if "adaptive" in op:
+        return "adaptive pooling has no template"
+    if library_kind(op) == "pool":
+        return "pooling kernels take float32 / float16 / bfloat16 values"
+    return ""
 
 
 def library_kind(op: str) -> str | None:

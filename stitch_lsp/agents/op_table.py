@@ -16,7 +16,7 @@ import math
 import struct
 from typing import Any
 
-from stitch_lsp.agents import library_calls
+from stitch_lsp.agents import library_calls, pooling
 
 VIEW_OPS = {
     "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.alias.default",
@@ -399,6 +399,8 @@ FLOPS = {"aten.exp.default": 4, "aten.erf.default": 8, "aten.tanh.default": 6, "
 
 
 def classify(op: str, dtype: str) -> str:
+    if op in pooling.WINDOW_OPS and dtype in FLOAT_DTYPES:
+        return "window"
     if op in LIBRARY_OPS:
         return "library"
     if op in CREATION_OPS:

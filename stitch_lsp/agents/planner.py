@@ -24,7 +24,7 @@ H100_COPY_GBS = 3000.0
 H100_PEAK_TFLOPS = {"float32": 60.0, "tf32": 400.0, "bfloat16": 800.0, "float16": 800.0}
 H100_PEAK_TFLOPS["tf32x3"] = H100_PEAK_TFLOPS["tf32"] / 3
 LAUNCH_US = 2.5  # what one extra kernel launch costs eager PyTorch, roughly
-KERNEL_KINDS = ("pointwise", "row_reduction", "col_reduction", "scan")
+KERNEL_KINDS = ("pointwise", "row_reduction", "col_reduction", "scan", "window")
 LIBRARY_KINDS = ("gemm", "conv", "pool", "attention", "random")
 GROUP_NOTES = {
     "pointwise": "one vectorised pass (16-byte loads)",
@@ -33,6 +33,8 @@ GROUP_NOTES = {
     "col_reduction": "reduced dimensions that are not the last: threads along the kept ones, each reduction "
                      "split over several threads",
     "scan": "a running sum / product along one dimension: a block per row, a scan across its threads",
+    "window": "pooling windows (max / average), with the pointwise work around them: a thread per output "
+              "element, the input read once",
     "view": "views: no data moves",
     "torch": "no template: stays PyTorch",
 }
@@ -91,6 +93,8 @@ def _group_figures(group: Group, index: dict[str, OpNode]) -> tuple[int, int]:
         klass = op_table.classify(node.op, node.dtype)
         if klass == "library":
             flops += _library_flops(node, index)
+        elif klass == "window":
+            flops += index[node.refs()[0]].numel
         elif klass in ("pointwise", "reduction"):
             src = index[node.refs()[0]] if node.refs() else node
             flops += max(node.numel, src.numel) * op_table.FLOPS.get(node.op, 1)
@@ -146,6 +150,8 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
             lib = next(index[n].op for n in group.nodes if library_calls.library_kind(index[n].op))
             kind = library_calls.library_kind(lib) or "gemm"
             note = f"{library_calls.runner(lib)} (library call); what follows it is fused into the next kernel"
+            why = library_calls.why_library(lib)
+            note += f" (a library call: {why})" if why else ""
         else:
             note = GROUP_NOTES.get(kind, "")
         plan.groups.append(FusionGroup(

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from attrs import define
 
-from stitch_lsp.agents import op_table
+from stitch_lsp.agents import op_table, pooling
 from stitch_lsp.agents.reduction_domain import Domain, broadcasts_per_row
 from stitch_lsp.op_graph import OpNode
 
@@ -253,6 +253,8 @@ class Emitter:
             return var
         if kind == "view":
             return self._view(node, ix)
+        if kind == "window":
+            return self._window(node, ix)
         if kind == "reduction":
             raise Unsupported(f"{op_table.short(node.op)} used where its row value is not ready")
         raise Unsupported(f"{op_table.short(node.op)} is not fused by the template Coder")
@@ -461,6 +463,100 @@ class Emitter:
         if src.numel != node.numel:
             raise Unsupported(f"{op_table.short(op)} changes the element count")
         return self.value(src_name, ix)
+
+    def _window(self, node: OpNode, ix: str) -> str:
+        """Max / average pooling at output element ``ix``: a loop over its window (unrolled: the window is a
+        constant), as aten's CUDA kernels walk it (rows before columns, padding skipped)."""
+        if ix == "row":
+            raise Unsupported("pooling as a per-row value")
+        win = pooling.window_of(node.op, node.args, node.kwargs)
+        src = self.index[node.args[0]["$"]]
+        rank, nd = len(node.shape), win.dims
+        if len(src.shape) != rank or rank < nd:
+            raise Unsupported(f"{op_table.short(node.op)} of a {len(src.shape)}-d input")
+        lead = rank - nd
+        c = self._coords(ix, node.shape)
+        sstr = contiguous_strides(src.shape)
+        base = self._as_var(linear([(c[d].expr, sstr[d]) for d in range(lead)]))
+        starts = []
+        for j in range(nd):
+            o = c[lead + j].expr
+            s, p = win.stride[j], win.padding[j]
+            # Coordinates fit an int whatever the tensor's size: only the element index needs 64 bits.
+            start = self.fresh("s")
+            self.emit(f"const int {start} = (int){o}{f' * {s}' if s != 1 else ''}{f' - {p}' if p else ''};")
+            starts.append(start)
+        acc = self.fresh("w")
+        self.emit(f"float {acc} = {op_table.c_float('-inf') if win.how == 'max' else '0.f'};")
+        saved_memo, saved_loads = dict(self.memo), self.save_loads()
+        old_indent = self.indent
+        self.depth += 1
+        terms = []
+        closing = 0
+        for j in range(nd):
+            size, k, dil = src.shape[lead + j], win.kernel[j], win.dilation[j]
+            pos = self.fresh("h")
+            if k == 1:
+                self.emit(f"{{ const int {pos} = {starts[j]};")
+            else:
+                kv = self.fresh("k")
+                self.emit("#pragma unroll")
+                self.emit(f"for (int {kv} = 0; {kv} < {k}; ++{kv}) {{")
+                self.emit(f"  const int {pos} = {starts[j]} + {kv}{f' * {dil}' if dil != 1 else ''};")
+            self.indent += "  "
+            closing += 1
+            # Always inside when the window cannot leave the input: no padding, one element (the output-size
+            # rule puts every window's start inside the input).
+            if win.padding[j] or k > 1:
+                self.emit(f"if ({pos} >= 0 && {pos} < {size}) {{")
+                self.indent += "  "
+                closing += 1
+            terms.append((pos, sstr[lead + j]))
+        element = self._as_var(linear([(base, 1)] + terms))
+        value = self.value(src.name, element)
+        if win.how == "max":
+            self.emit(f"{acc} = stitch_max_nan({acc}, {value});")
+        else:
+            self.emit(f"{acc} += {value};")
+        self.indent = old_indent
+        self.emit("}" * closing)
+        self.depth -= 1
+        self.memo = saved_memo
+        self.restore_loads(saved_loads)
+        if win.how == "avg":
+            acc = self._window_mean(acc, win, starts, [src.shape[lead + j] for j in range(nd)], node.shape[lead:])
+        if node.dtype in ("bfloat16", "float16") and win.how == "avg" and node.name not in self.stored_only:
+            var = self.fresh()
+            self.emit(f"const float {var} = {_round_to(acc, node.dtype)};")
+            acc = var
+        if win.how == "max" and self.exact_in.get(value) == node.dtype:
+            self.exact_in[acc] = node.dtype  # one of the inputs' values (or -inf): already of the output's dtype
+        return acc
+
+    def _window_mean(self, total: str, win: pooling.Window, starts: list[str], sizes: list[int],
+                     outs: tuple[int, ...]) -> str:
+        """``total`` divided as aten divides: by the override, else by the window's elements inside the padded
+        input (``count_include_pad``) or inside the input. A dimension whose every window lies inside (the
+        padded input) counts its kernel size, a constant."""
+        if win.divisor_override:
+            divisor = str(win.divisor_override)
+        else:
+            counts = []
+            for start, size, out, k, s, p in zip(starts, sizes, outs, win.kernel, win.stride, win.padding):
+                last_end = (out - 1) * s - p + k  # where the last window ends
+                if last_end <= size + p and (win.count_include_pad or (p == 0 and last_end <= size)):
+                    counts.append(str(k))
+                    continue
+                end = self.fresh("t")
+                self.emit(f"const int {end} = {start} + {k} < {size + p} ? {start} + {k} : {size + p};")
+                if win.count_include_pad:
+                    counts.append(f"({end} - {start})")
+                else:
+                    counts.append(f"(({end} < {size} ? {end} : {size}) - ({start} > 0 ? {start} : 0))")
+            divisor = " * ".join(counts)
+        var = self.fresh()
+        self.emit(f"const float {var} = {total} / (float)({divisor});")
+        return var
 
     def _gather(self, node: OpNode, src: OpNode, ix: str) -> str:
         """``x[..., i, j, ...]`` with index tensors on neighbouring dims (nearest upsampling's, say): the

@@ -270,8 +270,9 @@ def pointwise_launch(group: Group, index: dict[str, OpNode], nchunk: int, vec: i
 
 
 def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str, threads: int | None = None,
-                     per_thread: int | None = None) -> KernelSpec:
-    """One pass over the outputs' elements; ``threads`` / ``per_thread`` override ``pointwise_launch``."""
+                     per_thread: int | None = None, vec: int | None = None) -> KernelSpec:
+    """One pass over the outputs' elements; ``threads`` / ``per_thread`` / ``vec`` (elements a chunk) override
+    ``pointwise_launch`` and the 16-byte chunks."""
     w = _Writer(group, index, name)
     outs = [index[o] for o in group.outputs]
     domain = max(o.numel for o in outs)
@@ -280,7 +281,7 @@ def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str, threads:
             raise Unsupported(f"outputs of different sizes ({list(o.shape)} vs {domain} elements)")
     w.domain = domain
     identity = [index[l].dtype for l in w.leaves if index[l].numel == domain] + [o.dtype for o in outs]
-    w.vec = _vec_for(identity, domain)
+    w.vec = vec or _vec_for(identity, domain)
     nchunk = domain // w.vec
     auto_threads, auto_unroll = pointwise_launch(group, index, nchunk, w.vec)
     threads = threads or auto_threads
@@ -320,3 +321,13 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({w.signature()}) 
                       note=f"{len(group.nodes)} ops, {domain} elements, {w.vec}-wide, {unroll} chunks/thread")
 
 
+def window_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
+    """Pooling (with the pointwise work before and after it): a thread per output element, neighbouring
+    threads on neighbouring outputs, so each step of the window loop is one coalesced load across a warp
+    (the windows' overlap is served by L1); the input is read once from memory, the output written once."""
+    spec = pointwise_kernel(group, index, name, vec=1)
+    pools = [index[n] for n in group.nodes if op_table.classify(index[n].op, index[n].dtype) == "window"]
+    spec.kind = "window"
+    spec.note = (", ".join(f"{op_table.short(p.op)} {list(index[p.refs()[0]].shape)} -> {list(p.shape)}" for p in pools)
+                 + f"; {spec.note.replace('1-wide', 'a thread an output')}")
+    return spec

@@ -5,11 +5,11 @@ from __future__ import annotations
 from attrs import define, field
 
 from stitch_lsp.agents import library_calls, op_table
-from stitch_lsp.agents.fusion import Group, simplify, split, split_tail
+from stitch_lsp.agents.fusion import Group, simplify, split, split_tail, split_windows
 from stitch_lsp.agents.template_coder.emitter import Unsupported
 from stitch_lsp.agents.template_coder.gemm_match import fuse_gemms
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
-from stitch_lsp.agents.template_coder.kernels import KernelSpec, pointwise_kernel
+from stitch_lsp.agents.template_coder.kernels import KernelSpec, pointwise_kernel, window_kernel
 from stitch_lsp.agents.template_coder.reduction_kernels import reduction_kernels
 from stitch_lsp.agents.template_coder.scan_kernel import scan_kernel
 from stitch_lsp.agents.template_coder.library_call import describe as describe_library, lower_library
@@ -19,7 +19,7 @@ from stitch_lsp.op_graph import OpGraph
 
 # group kind -> the writer of its kernel(s): a KernelSpec, or a list of them run in order.
 KERNEL_WRITERS = {"pointwise": pointwise_kernel, "row_reduction": reduction_kernels, "col_reduction": reduction_kernels,
-                  "scan": scan_kernel}
+                  "scan": scan_kernel, "window": window_kernel}
 
 
 @define
@@ -85,7 +85,13 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90) -> Lowe
                 writer = KERNEL_WRITERS[group.kind]
                 specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
             except Unsupported as exc:
-                parts = split_tail(group, index) if group.kind != "pointwise" else None
+                parts = split_windows(group, index) if group.kind == "window" else None
+                if parts:
+                    # Each pooling op in a kernel of its own, the pointwise work between them in others.
+                    program.notes.append(f"group {group.index} (window): {exc}; each pooling op runs alone")
+                    pending[:0] = parts
+                    continue
+                parts = split_tail(group, index) if group.kind not in ("pointwise", "window") else None
                 if parts:
                     # The reductions in one kernel, what follows them in another.
                     program.notes.append(f"group {group.index} ({group.kind}): {exc}; its tail runs as a "
