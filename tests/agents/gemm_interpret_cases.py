@@ -152,6 +152,7 @@ def run_constructor_case() -> dict:
     module = types.ModuleType("candidate")
     exec(compile(candidate_module(Task(name="ctor", source=CONSTRUCTOR_TASK), program), "candidate", "exec"),
          module.__dict__)
+    module.load_kernel = _host_kernel  # the pool after the GEMM is a CUDA kernel: built for the host here
     calls = []
     for args, batch in CONSTRUCTOR_CALLS:
         torch.manual_seed(0)
@@ -170,6 +171,29 @@ def run_constructor_case() -> dict:
                       "shape_ok": got.shape == want.shape, "max_err": float((got - want).abs().max()),
                       "scale": float(want.abs().max())})
     return {"error": "", "calls": calls}
+
+
+def _host_kernel(source: str, name: str):
+    """A generated CUDA kernel built for the host (tests/agents/test_template_pointwise_host.py's g++ shim),
+    called as the loader's kernels are: ``kernel(grid, block, inputs + outputs)``."""
+    import re
+    import tempfile
+
+    from tests.agents import test_template_pointwise_host as host
+
+    outputs = len(re.findall(r"\* __restrict__ out\d+", source.split(name, 1)[1].split(")", 1)[0]))
+
+    def launch(grid, block, args):
+        env = {f"a{k}": t for k, t in enumerate(args)}
+        inputs, outs = list(env)[:len(args) - outputs], list(env)[len(args) - outputs:]
+        step = {"kernel": name, "args": inputs, "grid": grid[0], "block": block[0],
+                "outputs": [[o, list(env[o].shape), str(env[o].dtype).replace("torch.", "")] for o in outs]}
+        with tempfile.TemporaryDirectory() as tmp:
+            host._run_kernel(step, source, env, Path(tmp))
+        for k, o in enumerate(outs):
+            args[len(inputs) + k].copy_(env[o])
+
+    return launch
 
 
 def main() -> int:

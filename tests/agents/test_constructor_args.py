@@ -28,7 +28,7 @@ def generated():
 
     reply = trace_handler.trace_task(CONSTRUCTOR_TASK)
     assert reply.ok, reply.message
-    program = lower(reply.graph, GemmOptions(mode="cublas"))  # cuBLAS, then one pointwise kernel: * scale
+    program = lower(reply.graph, GemmOptions(mode="cublas"))  # cuBLAS, then one kernel: * scale and the pool
     source = candidate_module(Task(name="ctor", source=CONSTRUCTOR_TASK), program)
     assert static_flags(source, list(program.uncovered_ops)) == []
     module = types.ModuleType("candidate")
@@ -59,16 +59,15 @@ def test_the_traced_arguments_keep_the_generated_program(generated):
 def test_other_arguments_give_a_program_with_their_constants(generated):
     model = generated.ModelNew(41, 99, 5, 3.0)
     data = _program(generated, model, 25, 41)
-    (pool,) = [s for s in data["steps"] if s.get("op") == "aten.avg_pool2d.default"]
-    assert pool["args"][1:] == [[1, 5], [1, 5]]  # the pool's size, not the traced 4
-    (kernel,) = [s for s in data["steps"] if "kernel" in s]
+    (kernel,) = [s for s in data["steps"] if "kernel" in s]  # the scale and the pool after cuBLAS's GEMM
     source = data["sources"][kernel["kernel"]]
     assert "3.0f" in source and "2.0f" not in source  # the scale, not the traced 2.0
-    assert [o[1] for o in kernel["outputs"]] == [[25, 1, 1, 99]]
+    assert "< 5; ++" in source and "(float)(5)" in source  # the pool's size, not the traced 4
+    assert [o[1] for o in kernel["outputs"]] == [[25, 19]]  # 99 features pooled by 5
     # Re-lowering the traced graph for these shapes (what the module did before) keeps the traced pool:
     old = generated._FUSED.data_for(_tensors(generated, model, 25, 41))
-    (old_pool,) = [s for s in old["steps"] if s.get("op") == "aten.avg_pool2d.default"]
-    assert old_pool["args"][1:] == [[1, 4], [1, 4]]
+    (old_kernel,) = [s for s in old["steps"] if "kernel" in s]
+    assert "< 4; ++" in old["sources"][old_kernel["kernel"]]
 
 
 def test_arguments_that_change_the_parameters_are_refused_with_the_reason(generated):

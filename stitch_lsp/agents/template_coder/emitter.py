@@ -541,11 +541,11 @@ class Emitter:
         if win.divisor_override:
             divisor = str(win.divisor_override)
         else:
-            counts = []
+            fixed, counts = 1, []
             for start, size, out, k, s, p in zip(starts, sizes, outs, win.kernel, win.stride, win.padding):
                 last_end = (out - 1) * s - p + k  # where the last window ends
                 if last_end <= size + p and (win.count_include_pad or (p == 0 and last_end <= size)):
-                    counts.append(str(k))
+                    fixed *= k
                     continue
                 end = self.fresh("t")
                 self.emit(f"const int {end} = {start} + {k} < {size + p} ? {start} + {k} : {size + p};")
@@ -553,7 +553,7 @@ class Emitter:
                     counts.append(f"({end} - {start})")
                 else:
                     counts.append(f"(({end} < {size} ? {end} : {size}) - ({start} > 0 ? {start} : 0))")
-            divisor = " * ".join(counts)
+            divisor = " * ".join(([str(fixed)] if fixed != 1 or not counts else []) + counts)
         var = self.fresh()
         self.emit(f"const float {var} = {total} / (float)({divisor});")
         return var
