@@ -5,8 +5,10 @@ single-pass kernel; groups of reductions over any dimensions (norms, softmaxes,
 losses, arg reductions) become one reduction kernel with their prologue and
 epilogue fused in (``reduction_kernels``: a warp, a block, a Hopper cluster or,
 for few long rows, several blocks per row); ``cumsum`` / ``cumprod`` a scan
-kernel (``scan_kernel``). GEMMs, convolutions, pooling and attention stay
-library calls (``library_call``) and what follows them is fused. What it cannot
+kernel (``scan_kernel``); max / average pooling a kernel of a thread per output
+element with the pointwise work around it (``kernels.window_kernel``). GEMMs,
+convolutions, adaptive pooling, a max pool whose indices are read and attention
+stay library calls (``library_call``) and what follows them is fused. What it cannot
 lower stays PyTorch and is listed in ``Candidate.blocking_ops``.
 """
 
