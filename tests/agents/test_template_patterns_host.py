@@ -120,6 +120,25 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # Scans whose results a flip or a cat places in the output, each one kernel that stores every running value
+    # at its place: reverse (masked; a product), exclusive (zeros first; ones last), along the last dim with
+    # runs of 16 a lane (x: whole vectors stored reversed; y: single elements) and along a middle dim.
+    "scans-placed": """
+class Model(nn.Module):
+    def forward(self, x, mask, y, z):
+        backward = torch.cumsum((x * mask).flip(1), dim=1).flip(1)
+        backward_product = torch.flip(torch.cumprod(torch.flip(y * 0.01 + 1.0, [-1]), -1), [-1]) * 2.0
+        exclusive = torch.cat((torch.zeros_like(x[:, :1]), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), dim=1)
+        shifted = torch.cat((torch.cumprod(y[:, 1:], dim=1), torch.ones_like(y[:, :1])), dim=1) - 1.0
+        middle = torch.cumsum(z.flip(1), dim=1).flip(1), torch.cat((torch.zeros_like(z[:, :2]), torch.cumprod(z[:, :-2], 1)), 1)
+        return backward, backward_product, exclusive, shifted, *middle
+
+def get_inputs():
+    return [torch.randn(2, 256), torch.rand(2, 256) > 0.5, torch.randn(3, 300), torch.randn(4, 7, 10)]
+
+def get_init_inputs():
+    return []
+""",
     # Few long rows: eager scans them in chunks of 512, so each lane holds 16 neighbouring elements (whole
     # 16-element runs where the row length allows vector loads, single elements where it does not).
     "scans-long-rows": """
@@ -199,6 +218,11 @@ def get_init_inputs():
 """,
 }
 
+# Models whose scans all store through a flip or a cat: how many kernels (one a scan).
+PLACED = {"scans-placed": 6}
+# Input cases beyond random values and NaN: an Inf through a running product, reversed and shifted.
+EXTRA = {"scans-placed": ("inf",)}
+
 # Which cases also run with every row split into parts (the multi-kernel path): the runs of a BatchNorm, and
 # rows that are the whole tensor.
 SPLIT = {"batchnorm-channel-softmax", "few-long-rows"}
@@ -238,5 +262,9 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
     if mode == "cluster":
         assert any("__cluster_dims__(2" in k.source for k in program.kernels), [k.note for k in program.kernels]
     monkeypatch.setattr(host, "_driver", rows._driver)
+    if name in PLACED:  # one kernel a scan: the flip or cat after it is its store, not a kernel of its own
+        assert len(program.kernels) == PLACED[name], [k.note for k in program.kernels]
+        assert all("stored" in k.note for k in program.kernels), [k.note for k in program.kernels]
     # NaN placement is the same code in every shape of kernel: checked once per model, in its own shape.
-    host.check_against_eager(source, program, ("random",) if mode else ("random", "nan"), tmp_path)
+    host.check_against_eager(source, program, ("random",) if mode else ("random", "nan") + EXTRA.get(name, ()),
+                             tmp_path)
