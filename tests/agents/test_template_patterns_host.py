@@ -87,6 +87,30 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # Positions over a long middle dim (each thread loads four elements before merging them, then a remainder)
+    # and over the last: ties go to the first position, NaN wins and the first NaN's position with it, a column
+    # of -inf gives position 0.
+    "arg-reductions-long": """
+class Model(nn.Module):
+    def forward(self, x, y):
+        values, where = torch.max(x, dim=1)
+        return where, torch.argmin(x, dim=1), values, torch.argmax(y, dim=-1), torch.argmin(y, dim=-1)
+
+def get_inputs():
+    x = torch.randn(2, 300, 5)
+    x[0, 5, 1] = x[0, 250, 1] = 9.0
+    x[0, 7, 3] = x[0, 290, 3] = -9.0
+    x[1, 270, 2] = x[1, 40, 2] = float("nan")
+    x[1, :, 4] = float("-inf")
+    y = torch.randn(6, 100)
+    y[1, 3] = y[1, 97] = 9.0
+    y[2, 10] = y[2, 60] = -9.0
+    y[3, 50] = y[3, 20] = float("nan")
+    return [x, y]
+
+def get_init_inputs():
+    return []
+""",
     "losses": """
 class Model(nn.Module):
     def forward(self, logits, target, a, b, p, n):
