@@ -1015,16 +1015,21 @@ def column_kernel(group: Group, index: dict[str, OpNode], name: str, a: _Analysi
                     em.emit(f"float {s1} = 0.f, {s2} = 0.f, {n_} = 0.f;")
                     moments[r].append((origin, s1, s2, n_))
         def accumulate(chunks: list[tuple[int, str]]) -> None:
-            """Every chunk's values first (their loads all in flight), then the merges."""
+            """Several chunks: every chunk's values first (their loads all in flight), then the merges."""
             vals = {}
-            for k, _ in chunks:
-                for v in range(vec):
-                    on_lane(v)
-                    for r in rpass:
-                        vals[k, v, r] = em.value(reduction_dims(index[r], index)[1].name, f"e{k}_{v}")
+            if len(chunks) > 1:
+                for k, _ in chunks:
+                    for v in range(vec):
+                        on_lane(v)
+                        for r in rpass:
+                            vals[k, v, r] = em.value(reduction_dims(index[r], index)[1].name, f"e{k}_{v}")
             for k, j in chunks:
                 for v in range(vec):
+                    if len(chunks) == 1:
+                        on_lane(v)
                     for r in rpass:
+                        if (k, v, r) not in vals:
+                            vals[k, v, r] = em.value(reduction_dims(index[r], index)[1].name, f"e{k}_{v}")
                         how = op_table.REDUCTION_OPS[index[r].op]
                         val = vals[k, v, r]
                         if r in moments:
