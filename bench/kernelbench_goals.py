@@ -22,13 +22,17 @@ sys.path.insert(0, str(REPO))
 
 from stitch_lsp.agents.library_calls import library_kind  # noqa: E402
 from stitch_lsp.benchsuite.merge import merge  # noqa: E402
-from stitch_lsp.benchsuite.results import ERROR, BenchReport  # noqa: E402
+from stitch_lsp.benchsuite.results import CODER_ERROR, ERROR, SHARD_CRASHED, TIMEOUT, BenchReport  # noqa: E402
+from stitch_lsp.verdict import VerdictStatus  # noqa: E402
 from stitch_lsp.benchsuite.stats import claimed, geomean, pct_of_copy, valid_speedup  # noqa: E402
 from stitch_lsp.serde import from_json  # noqa: E402
 
 COVERED_GOAL = 0.85
 EAGER_GOAL, COMPILE_GOAL, COMPILE_FLOOR = 1.4, 1.15, 0.97
 COPY_GOAL = 0.85
+# Endings that are none of the issue's five (correct, incorrect, not covered, unverifiable, too large):
+# the run, not the task, failed.
+UNEXPLAINED = {ERROR, CODER_ERROR, SHARD_CRASHED, TIMEOUT, VerdictStatus.CRASHED.value, VerdictStatus.ERROR.value}
 BOUND_KINDS = ("gemm", "conv", "attention")
 
 
@@ -56,7 +60,7 @@ def goals(report: BenchReport, coverage: dict[str, dict]) -> dict:
         at_goal = [r for r in memory if (pct_of_copy(r, report.summary.copy_bandwidth_gbs) or 0) >= 100 * COPY_GOAL]
         out["levels"][str(level)] = {
             "tasks": len(rs) + len(not_run), "not_run": len(not_run),
-            "errors": [r.name for r in rs if r.status == ERROR],
+            "errors": [f"{r.name} ({r.status}: {r.reason[:160]})" for r in rs if r.status in UNEXPLAINED],
             "covered": len(covered), "covered_pct": 100 * len(covered) / max(1, len(rs) + len(not_run)),
             "covered_not_correct": wrong,
             "speedup_tasks": len(free),
@@ -65,8 +69,18 @@ def goals(report: BenchReport, coverage: dict[str, dict]) -> dict:
             "below_floor_vs_compile": slow,
             "memory_bound_profiled": len(memory), "memory_bound_at_85pct": len(at_goal),
             "bench_seconds": sum(r.seconds for r in rs),
+            "steps_seconds": steps_total(rs),
         }
     return out
+
+
+def steps_total(results: list) -> dict[str, float]:
+    """Seconds per step summed over the tasks, longest first: where the bench's time goes."""
+    total: dict[str, float] = {}
+    for r in results:
+        for step, seconds in (r.steps or {}).items():
+            total[step] = total.get(step, 0.0) + seconds
+    return dict(sorted(((k, round(v, 1)) for k, v in total.items()), key=lambda kv: -kv[1]))
 
 
 def _fmt(x: float | None, unit: str = "x") -> str:
@@ -90,6 +104,12 @@ def render(figures: dict, command: str) -> str:
                          (f"Below {COMPILE_FLOOR}x torch.compile", f["below_floor_vs_compile"])):
         if items:
             lines += ["", f"{title}:", ""] + [f"- {item}" for item in items]
+    steps = f.get("steps_seconds") or {}
+    if steps:
+        whole = sum(steps.values()) or 1.0
+        lines += ["", "Where the bench's time goes (seconds summed over the tasks, from each task's progress steps):", "",
+                  "| step | seconds | share |", "|---|---|---|"]
+        lines += [f"| {k} | {v:.0f} | {100 * v / whole:.0f}% |" for k, v in list(steps.items())[:12]]
     lines += ["", "Speedup goals over the correct tasks that no GEMM, convolution or attention dominates (the dry "
               "run's program). Memory-bound: tasks the Nsight Compute profile ran on (`--profile all` for all)."]
     return "\n".join(lines) + "\n"

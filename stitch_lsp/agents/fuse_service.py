@@ -57,6 +57,9 @@ class FuseOutcome:
     # Why the GEMM family's candidate was not the one offered (``auto`` mode: it failed the Verifier, and
     # the candidate with the GEMM left to cuBLAS was generated and judged too). Empty: no fallback ran.
     gemm_fallback: str = ""
+    # The GEMM family's candidate passed but ran slower than eager, and without it nothing is left to
+    # fuse: nothing is offered (a kernel slower than the code it replaces is no win).
+    slower_than_library: bool = False
     # The GEMM family's own verdict, when the fallback's candidate is the one above.
     family_verdict: Verdict | None = None
 
@@ -247,14 +250,20 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         verdict = _judge(task, candidate, plan, verifier, cancel, report)
     outcome.verdict = verdict
     (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
-    if refined is None and needs_gemm_fallback(candidate, verdict, gemm):
-        gemm = _gemm_fallback(outcome, traced.graph, device, gemm, settings, verifier, cancel, report)
+    why_fallback = gemm_fallback_reason(candidate, verdict, gemm) if refined is None else ""
+    if why_fallback:
+        gemm = _gemm_fallback(outcome, traced.graph, device, gemm, settings, verifier, cancel, report, why_fallback,
+                              verify_library_only)
         candidate, verdict = outcome.candidate, outcome.verdict
     kernel_file = next(iter(sorted(candidate.cuda_sources)), "kernel.cu")
     outcome.findings = rubric_findings(verdict, candidate, module_path=str(outdir / "candidate.py"),
                                        kernel_path=str(outdir / kernel_file))
     if verdict.status is VerdictStatus.NO_GPU:
         outcome.message = "No CUDA device: the candidate was generated (kept in " + str(outdir) + ") but cannot be checked or timed here"
+        return outcome
+    if outcome.slower_than_library:
+        outcome.message = (f"Fused kernel not offered: {outcome.gemm_fallback}. "
+                           f"Generated code kept in {outdir}")
         return outcome
     if not verdict.offerable:
         why = verdict.summary or verdict.status.value
@@ -304,53 +313,68 @@ def uses_gemm_family(candidate: Candidate) -> bool:
 _NOT_THE_KERNEL = (VerdictStatus.NO_GPU, VerdictStatus.CANCELLED, VerdictStatus.TOO_LARGE, VerdictStatus.UNVERIFIABLE)
 
 
-def needs_gemm_fallback(candidate: Candidate, verdict: Verdict, gemm: GemmOptions) -> bool:
-    """``auto`` chose the GEMM family and the Verifier did not pass its candidate (an explicit
-    ``triton`` keeps it, pass or fail)."""
-    return (gemm.mode == "auto" and candidate.coder == "template" and uses_gemm_family(candidate)
-            and not verdict.offerable and verdict.status not in _NOT_THE_KERNEL)
+def gemm_fallback_reason(candidate: Candidate, verdict: Verdict, gemm: GemmOptions) -> str:
+    """Why ``auto``'s choice of the GEMM family is tried again with the GEMMs on cuBLAS: its candidate
+    did not pass, or passed slower than eager (whose GEMM is cuBLAS's). "" when it is not (an explicit
+    ``triton`` keeps the family, pass or fail)."""
+    if not (gemm.mode == "auto" and candidate.coder == "template" and uses_gemm_family(candidate)) \
+            or verdict.status in _NOT_THE_KERNEL:
+        return ""
+    if not verdict.offerable:
+        return f"its kernel did not pass the Verifier ({why_not_passed(verdict)})"
+    speedup = verdict.timing.speedup_vs_eager if verdict.timing else None
+    if speedup is not None and speedup < 1.0:
+        return f"its kernel passed but ran at {speedup:.2f}x eager, slower than cuBLAS"
+    return ""
+
+
+def _faster(a: Verdict, b: Verdict) -> bool:
+    sa = a.timing.speedup_vs_eager if a.timing else None
+    sb = b.timing.speedup_vs_eager if b.timing else None
+    return sa is not None and (sb is None or sa > sb)
 
 
 def _gemm_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
-                   settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter) -> GemmOptions:
+                   settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter, why: str,
+                   verify_library_only: bool = False) -> GemmOptions:
     """Generate the candidate again with the GEMMs left to cuBLAS (the library call and the fused tail)
-    and judge it; the outcome takes whichever passes, the family's when both would. Returns the GEMM
-    options of the candidate the outcome now holds."""
+    and judge it; the outcome takes the one that passes, the faster when both do. Returns the GEMM
+    options of the candidate the outcome now holds. ``why``: ``gemm_fallback_reason``'s."""
     task, outdir = outcome.task, Path(outcome.task_dir)
     family, family_verdict = outcome.candidate, outcome.verdict
-    why = why_not_passed(family_verdict)
-    report(ProgressEvent("generating", f"the GEMM family's kernel did not pass ({why}); trying the GEMM on cuBLAS",
-                         60))
+    slow = family_verdict.offerable  # it passed: the fallback is about speed
+    report(ProgressEvent("generating", f"the GEMM family: {why}; trying the GEMM on cuBLAS", 60))
     cancel.raise_if_cancelled()
     cublas = evolve(gemm, mode="cublas")
     plan = make_plan(task, graph, device, cublas)
     writer = make_coder("template", settings)
     writer.gemm = cublas  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)
-    if not candidate.fuses_anything:
-        outcome.gemm_fallback = (f"The GEMM family's kernel did not pass the Verifier ({why}); with the GEMM "
-                                 "left to cuBLAS nothing else is left to fuse")
+    library_only = bool(candidate.library_calls) and not candidate.blocking_ops
+    if not candidate.fuses_anything and not (slow and verify_library_only and library_only):
+        outcome.gemm_fallback = f"The GEMM family: {why}; with the GEMM left to cuBLAS nothing else is left to fuse"
+        if slow:
+            outcome.slower_than_library = True
         return gemm
     verdict = _judge(task, candidate, plan, verifier, cancel, report, "the candidate with the GEMM on cuBLAS")
-    if not verdict.offerable:
+    if not verdict.offerable or (slow and not _faster(verdict, family_verdict)):
         keep(outdir / "gemm_cublas", candidate, verdict)
-        outcome.gemm_fallback = (f"The GEMM family's kernel did not pass the Verifier ({why}); nor did the "
-                                 f"candidate with the GEMM left to cuBLAS ({why_not_passed(verdict)}; kept in "
-                                 f"{outdir / 'gemm_cublas'})")
+        nor = (f"nor did the candidate with the GEMM left to cuBLAS ({why_not_passed(verdict)}" if not verdict.offerable
+               else "the candidate with the GEMM left to cuBLAS was no faster (" + (_speedups(verdict) or "not timed"))
+        outcome.gemm_fallback = f"The GEMM family: {why}; {nor}; kept in {outdir / 'gemm_cublas'})"
         return gemm
     # The fallback is offered: it is the outcome's candidate, and its plan says why the family is not used.
     keep(outdir / "gemm_family", family, family_verdict)
     for name in family.cuda_sources:
         (outdir / name).unlink(missing_ok=True)
     keep(outdir, candidate, verdict)
-    plan.notes.append(f"GEMM family not used: its kernel did not pass the Verifier ({why}); the GEMM runs on "
-                      "cuBLAS with the epilogue fused after it")
+    tail = "with the epilogue fused after it" if candidate.fuses_anything else "alone (nothing else to fuse)"
+    plan.notes.append(f"GEMM family not used: {why}; the GEMM runs on cuBLAS {tail}")
     outcome.plan, outcome.plan_text = plan, describe(plan)
     (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
     outcome.candidate, outcome.verdict, outcome.family_verdict = candidate, verdict, family_verdict
     outcome.untuned_gemms = 0
-    outcome.gemm_fallback = (f"GEMM on cuBLAS with the epilogue fused after it; the GEMM family's kernel did not "
-                             f"pass the Verifier ({why}; kept in {outdir / 'gemm_family'})")
+    outcome.gemm_fallback = f"GEMM on cuBLAS {tail}; the GEMM family: {why} (kept in {outdir / 'gemm_family'})"
     return cublas
 
 

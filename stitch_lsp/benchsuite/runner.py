@@ -18,7 +18,7 @@ from stitch_lsp.benchsuite.outcome import to_detail, to_result
 from stitch_lsp.benchsuite.results import GpuInfo, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.stats import COPY_TARGET, GOAL_VS_COMPILE, GOAL_VS_EAGER, valid_speedup
 from stitch_lsp.benchsuite.tasks import BenchTask
-from stitch_lsp.cancellation import CancelToken, Reporter
+from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 
@@ -101,10 +101,14 @@ class OptionsVerifier:
                 verdict.profile.message = ("a GEMM / convolution library call dominates: "
                                            "the kernels written here are its tail")
             else:
+                report = kwargs.get("report")
+                if report is not None:
+                    report(ProgressEvent("profiling", "Nsight Compute on the candidate (a goal missed)"))
                 verdict.profile = self._profile(reference_source, candidate, options, kwargs.get("cancel"))
         return verdict
 
     def _profile(self, reference_source: str, candidate: Any, options: Any, cancel: Any) -> Any:
+        # The candidate's kernels say why it misses; the reference's profile would double the time.
         from stitch_lsp.verify import nsight
         from stitch_lsp.verify.options import VerifyJob
         from stitch_lsp.verify.service import materialise
@@ -112,7 +116,7 @@ class OptionsVerifier:
         ref_path, cand_path, cuda_paths = materialise(self._inner.workdir, reference_source, candidate)
         job = VerifyJob(reference_path=str(ref_path), candidate_path=str(cand_path),
                         options=attrs.evolve(options, profile=True), cuda_files=[str(p) for p in cuda_paths])
-        return nsight.profile(self._inner.settings, job, self._inner.workdir, cancel=cancel)
+        return nsight.profile(self._inner.settings, job, self._inner.workdir, cancel=cancel, roles=("candidate",))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

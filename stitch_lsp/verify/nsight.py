@@ -86,7 +86,9 @@ def _target_failure(result: Path) -> str:
     return "" if data.get("ok") else data.get("error", "the target failed")
 
 
-def profile(settings: Settings, job: VerifyJob, workdir: Path, *, cancel: CancelToken | None = None) -> Profile:
+def profile(settings: Settings, job: VerifyJob, workdir: Path, *, cancel: CancelToken | None = None,
+            roles: tuple[str, ...] = ("candidate", "reference")) -> Profile:
+    """Nsight Compute over the candidate's forward and then the reference's (``roles``: which)."""
     ncu = shutil.which("ncu")
     if ncu is None:
         return Profile(status="skipped", message="ncu (Nsight Compute) is not on PATH: no profile")
@@ -95,7 +97,7 @@ def profile(settings: Settings, job: VerifyJob, workdir: Path, *, cancel: Cancel
     commands = []
     notes = []
     started = time.monotonic()
-    for role in ("candidate", "reference"):
+    for role in roles:
         remaining = settings.profile_timeout_s - (time.monotonic() - started)
         if remaining < 10:
             notes.append(f"{role}: not profiled (out of time)")

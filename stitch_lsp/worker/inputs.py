@@ -162,10 +162,51 @@ def size_globals(module: ModuleType, source: str) -> dict[str, int]:
     return found
 
 
-def with_globals(module: ModuleType, values: dict[str, int]) -> Callable[[], None]:
+_PLAIN_EXPR = (ast.Name, ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice,
+               ast.Load, ast.operator, ast.unaryop, ast.Starred)
+
+
+def derived_globals(source: str) -> list[tuple[list[str], ast.expr]]:
+    """Module-level ``NAME = <expr>`` whose expression is plain data over other names
+    (``input_shape = (num_classes,)``, ``dim2 = dim1 * 2``): values that follow from the sizes."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or not all(isinstance(n, _PLAIN_EXPR) for n in ast.walk(node.value)):
+            continue
+        names = [n.id for t in node.targets for n in (t.elts if isinstance(t, ast.Tuple) else [t])
+                 if isinstance(n, ast.Name)]
+        if names and any(isinstance(n, ast.Name) for n in ast.walk(node.value)):
+            found.append((names, node.value))
+    return found
+
+
+def with_globals(module: ModuleType, values: dict[str, int], source: str = "") -> Callable[[], None]:
+    """Sets the sizes, and recomputes (from ``source``) the module-level values derived from them,
+    as importing the module with those sizes would; the returned function puts everything back."""
     old = {k: getattr(module, k) for k in values}
     for k, v in values.items():
         setattr(module, k, v)
+    changed = set(values)
+    for names, expr in derived_globals(source):
+        uses = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        if not uses & changed or any(n in values for n in names):
+            continue  # unaffected, or a size set explicitly (it wins over its own definition)
+        try:
+            value = eval(compile(ast.Expression(expr), "<size>", "eval"), vars(module))  # noqa: S307 - the module's own expression
+        except Exception:  # noqa: BLE001 - left as it was; get_inputs will say if it matters
+            continue
+        for name in names:
+            old.setdefault(name, getattr(module, name, None))
+        if len(names) == 1:
+            setattr(module, names[0], value)
+        elif isinstance(value, (tuple, list)) and len(value) == len(names):
+            for name, part in zip(names, value):
+                setattr(module, name, part)
+        changed.update(names)
 
     def restore() -> None:
         for k, v in old.items():

@@ -27,7 +27,7 @@ def odd_sizes(ref: ModuleType, source: str) -> mp.TaskSizes | None:
     """Sizes at the second shape the Verifier will try first (every size odd and larger)."""
     options = inp.odd_shape_candidates(inp.size_globals(ref, source))
     for option in options[:2]:
-        restore = inp.with_globals(ref, option)
+        restore = inp.with_globals(ref, option, source)
         try:
             sizes, _ = task_sizes(ref)
         finally:

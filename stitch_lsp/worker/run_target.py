@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         if not hasattr(ref, "get_init_inputs"):
             ref.get_init_inputs = lambda: []
         if args.small:
-            change = small_sizes(ref, Path(job.reference_path).read_text())
+            source = Path(job.reference_path).read_text()
+            change = small_sizes(ref, source)
             if change:
-                restore = inp.with_globals(ref, change)
+                restore = inp.with_globals(ref, change, source)
                 try:
                     inp.seed_everything(1234)
                     ref.Model(*ref.get_init_inputs())

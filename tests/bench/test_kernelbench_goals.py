@@ -34,11 +34,14 @@ def _report() -> BenchReport:
         ok("3_Norm", 1, 1.5, 0.9, reason="two passes over a 2M-element row"),
         TaskResult(name="4_Scan", status="error", level=1, reason="the Verifier failed", seconds=1.0),
         TaskResult(name="5_Odd", status="not_covered", level=1, seconds=1.0),
-        TaskResult(name="6_Wrong", status="incorrect", level=2, compiled=True, seconds=10.0),
+        TaskResult(name="6_Wrong", status="incorrect", level=2, compiled=True, seconds=10.0,
+                   steps={"checking: trial": 6.0, "timing: interleaved rounds": 4.0}),
+        TaskResult(name="8_Faulted", status="crashed", level=2, reason="the kernel faulted", seconds=2.0,
+                   steps={"checking: trial": 2.0}),
     ]
     run = RunInfo(run_id="r", tasks_dir="kb/level1", command="stitch bench", coder="template", started="t0",
                   gpus=[GpuInfo(slot="0", copy_bandwidth_gbs=3000.0)])
-    return BenchReport(run=run, summary=summarise(results, 7, copy_gbs=3000.0), results=results,
+    return BenchReport(run=run, summary=summarise(results, 8, copy_gbs=3000.0), results=results,
                        not_run=["7_Late"])
 
 
@@ -54,7 +57,7 @@ def test_goals_per_level_leave_out_gemm_bound_tasks_and_name_the_misses():
     goals = _load()
     figures = goals.goals(goals.merge([_report()]), {f"{r['level']}/{r['task']}": r for r in COVERAGE})
     one, two, every = (figures["levels"][k] for k in ("1", "2", "all"))
-    assert one["errors"] == ["4_Scan"] and one["tasks"] == 5 and one["covered"] == 3
+    assert one["errors"] == ["4_Scan (error: the Verifier failed)"] and one["tasks"] == 5 and one["covered"] == 3
     # The geometric means skip the GEMM-bound task: sqrt(2.0 * 1.5) and sqrt(1.5 * 0.9).
     assert one["speedup_tasks"] == 2
     assert abs(one["geomean_vs_eager"] - (2.0 * 1.5) ** 0.5) < 1e-9
@@ -63,8 +66,11 @@ def test_goals_per_level_leave_out_gemm_bound_tasks_and_name_the_misses():
     assert [s.split(" ")[0] for s in one["below_floor_vs_compile"]] == ["1_Gemm_tail", "3_Norm"]
     assert "two passes" in one["below_floor_vs_compile"][1]
     assert (one["memory_bound_profiled"], one["memory_bound_at_85pct"]) == (1, 1)  # 2700 of 3000 GB/s
-    assert two["not_run"] == 1 and two["covered_not_correct"] == ["6_Wrong"] and two["tasks"] == 2
-    assert every["tasks"] == 7 and every["bench_seconds"] == 30.0 * 3 + 1 + 1 + 10
+    # A crash is none of the five endings a task may have: it counts as an error, named with its reason.
+    assert two["errors"] == ["8_Faulted (crashed: the kernel faulted)"]
+    assert two["not_run"] == 1 and two["covered_not_correct"] == ["6_Wrong", "8_Faulted"] and two["tasks"] == 3
+    assert every["tasks"] == 8 and every["bench_seconds"] == 30.0 * 3 + 1 + 1 + 10 + 2
+    assert every["steps_seconds"] == {"checking: trial": 8.0, "timing: interleaved rounds": 4.0}
 
 
 def test_command_line_writes_the_table(tmp_path):

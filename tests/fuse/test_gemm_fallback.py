@@ -137,3 +137,57 @@ def test_the_bench_row_is_the_judged_candidate_and_notes_the_fallback(tmp_path, 
     assert result.gemm_fallback.startswith("GEMM on cuBLAS") and "adversarial-large" in result.gemm_fallback
     assert "GEMM on cuBLAS" in result.reason  # the table's note beside "correct"
     assert not uses_gemm_family(detail.candidate) and detail.verdict.status is VerdictStatus.CORRECT
+
+
+def test_a_family_kernel_slower_than_eager_gives_way_to_a_faster_cublas_candidate(tmp_path):
+    verifier = Judge(correct(0.4), correct(1.2))
+    outcome = fuse(tmp_path, verifier)
+    first, second = verifier.seen
+    assert uses_gemm_family(first) and not uses_gemm_family(second)
+    assert outcome.offerable and outcome.candidate is second
+    assert "ran at 0.40x eager, slower than cuBLAS" in outcome.message and "1.20x vs eager" in outcome.message
+    assert "GEMM family not used" in outcome.plan_text
+
+
+def test_a_slow_family_kernel_stays_when_the_cublas_candidate_is_no_faster(tmp_path):
+    verifier = Judge(correct(0.9), correct(0.8))
+    outcome = fuse(tmp_path, verifier)
+    assert len(verifier.seen) == 2 and uses_gemm_family(outcome.candidate) and outcome.offerable
+    assert "no faster" in outcome.message and "0.90x vs eager" in outcome.message
+
+
+BARE_GEMM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+def get_inputs():
+    return [torch.randn(512, 1024), torch.randn(1024, 1024)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_bare_gemm_slower_on_the_family_is_not_offered_and_the_bench_times_cublas(tmp_path, monkeypatch):
+    reply = trace_handler.trace_task(BARE_GEMM)
+    assert reply.ok, reply.message
+    monkeypatch.setattr(fuse_service, "trace", lambda *a, **k: reply)
+    verifier = Judge(correct(0.05))
+    outcome = fuse_task(Task(name="mm", source=BARE_GEMM, origin_path="model.py"), Settings(), verifier=verifier,
+                        workdir=tmp_path, edit_namer=lambda _o: ("stitch_kernels/fused_mm.py", "fused_mm"))
+    assert len(verifier.seen) == 1 and not outcome.offerable  # a 20x slower kernel is no offer
+    assert "not offered" in outcome.message and "0.05x eager" in outcome.message
+
+    path = tmp_path / "bare_gemm_fp32.py"
+    path.write_text(BARE_GEMM)
+    monkeypatch.setattr(runner._state, "workdir", tmp_path / "work")
+    monkeypatch.setattr(runner._state, "verifier", runner.OptionsVerifier(Judge(correct(0.05)), profile="none"))
+    result, detail = runner.run_task(BenchTask(name=path.stem, path=str(path)), Settings(), "template",
+                                     fuse_service.CancelToken(), lambda e: None)
+    # The bench judges the library call alone instead: the row is cuBLAS's, and says why.
+    assert result.status == "correct" and result.speedup_vs_eager == pytest.approx(1.03)
+    assert not uses_gemm_family(detail.candidate) and "slower than cuBLAS" in result.gemm_fallback

@@ -203,3 +203,51 @@ def test_honest_load_inline_passes(verifier):
     assert v.status is VerdictStatus.CORRECT, v.summary
     assert v.compile.backend == "load_inline"
     print(f"load_inline: candidate import + build {v.compile.seconds:.1f} s (NVRTC path: see the honest test)")
+
+
+# Targets drawn below a size the logits' width does not follow: at the second shape (more
+# classes) the reference's own cross_entropy reads out of range, a device-side assert.
+REF_FAULTS_AT_SECOND_SHAPE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch = 4096
+classes = 64
+
+
+class Model(nn.Module):
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, reduction="none")
+
+
+def get_inputs():
+    return [torch.randn(batch, 64), torch.randint(0, classes, (batch,))]
+
+
+def get_init_inputs():
+    return []
+'''
+CE_HONEST = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def forward(self, logits, targets):
+        return -torch.log_softmax(logits, dim=1).gather(1, targets[:, None])[:, 0]
+'''
+
+
+def test_a_reference_that_faults_at_the_second_shape_leaves_the_verdict_at_the_test_shape(verifier, tmp_path):
+    path = tmp_path / "ce_honest.py"
+    path.write_text(CE_HONEST)
+    verdict = run(verifier, REF_FAULTS_AT_SECOND_SHAPE, path, timing=True,
+                  allowed_torch_ops=["_log_softmax", "gather", "neg"])
+    assert verdict.status is VerdictStatus.CORRECT, verdict.summary
+    assert verdict.timing.status == "measured"
+    assert any("the reference itself faulted there" in n for n in verdict.correctness.not_checked)
+    # The fault poisoned that worker's context: the next job still runs, in a fresh worker.
+    again = run(verifier, REF_FAULTS_AT_SECOND_SHAPE.replace("(batch,))]", "(batch,)).clamp(max=63)]"), path)
+    assert again.status is VerdictStatus.CORRECT, again.summary

@@ -45,3 +45,31 @@ def test_same_seed_same_inputs():
 def test_sizes_from_tuple_and_annotated_assignments_can_change_for_the_second_shape():
     sizes = inputs.size_globals(module_from(SOURCE), SOURCE)
     assert sizes == {"M": 4096, "N": 1024, "HIDDEN": 768}  # SMALL is under 8: left alone
+
+
+DERIVED = """
+import torch
+batch = 64
+classes = 32
+shape = (classes,)
+total = batch * classes
+def get_inputs():
+    return [torch.rand(batch, *shape), torch.randint(0, classes, (batch,))]
+"""
+
+
+def test_values_derived_from_a_size_follow_it_at_the_second_shape_and_come_back():
+    module = module_from(DERIVED)
+    sizes = inputs.size_globals(module, DERIVED)
+    assert sizes == {"batch": 64, "classes": 32}  # shape and total are not sizes get_inputs names directly
+    option = inputs.odd_shape_candidates(sizes)[0]
+    restore = inputs.with_globals(module, option, DERIVED)
+    try:
+        logits, targets = inputs.draw(module, seed=3, device=torch.device("cpu"))
+        # The class dimension moved with `classes`, so every target indexes a real class.
+        assert logits.shape == (option["batch"], option["classes"])
+        assert module.total == option["batch"] * option["classes"]
+        assert int(targets.max()) < logits.shape[1]
+    finally:
+        restore()
+    assert (module.batch, module.classes, module.shape, module.total) == (64, 32, (32,), 2048)

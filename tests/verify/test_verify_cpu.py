@@ -285,3 +285,39 @@ def test_the_float64_judgement_keeps_to_the_memory_plan(verifier):
     large = next(t for t in v.correctness.trials if t.name == "adversarial-large")
     assert not large.passed and not large.float64.passed
     assert "not judged against float64: judging a failed trial against float64 needs" in large.detail
+
+
+SMALL_SIGNAL = (CORPUS / "ref_relu_scale.py").read_text().replace("torch.relu(x) * 2.0", "torch.relu(x) * 2e-7")
+NOISE = (CORPUS / "ref_relu_scale.py").read_text().replace(
+    "return torch.relu(x) * 2.0", "return (x - x.mean(dim=1, keepdim=True)).mean(dim=1)")
+SMALL_HONEST = '''
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        a = x.numpy()
+        return torch.from_numpy((np.maximum(a, 0) * np.float32(2e-7)).astype(a.dtype))
+'''
+
+
+def small(verifier: Verifier, ref: str, candidate: str) -> Verdict:
+    return verifier.verify(ref, Candidate(module_source=candidate),
+                           VerifyOptions(device="cpu", timing=False, use_cache=False))
+
+
+def test_small_outputs_that_carry_signal_are_verified_at_their_own_scale(verifier):
+    # Every output is under the tolerance, yet the reference agrees with float64: zeros must fail.
+    zeros = small(verifier, SMALL_SIGNAL, (CORPUS / "cheat_zeros.py").read_text())
+    assert zeros.status is VerdictStatus.INCORRECT, zeros.summary
+    honest = small(verifier, SMALL_SIGNAL, SMALL_HONEST)
+    assert honest.status is VerdictStatus.CORRECT, honest.summary
+    assert honest.correctness.atol < 1e-9
+    assert any("compared at atol" in e for e in honest.events)
+
+
+def test_outputs_that_are_rounding_noise_stay_unverifiable(verifier):
+    v = small(verifier, NOISE, (CORPUS / "cheat_zeros.py").read_text().replace("zeros_like(x)", "zeros(x.shape[0])"))
+    assert v.status is VerdictStatus.UNVERIFIABLE and "near zero" in v.summary
