@@ -94,6 +94,8 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
     if len(readers) != 1:
         return nchw("its output is read by more than one step")
     tail = readers[0]
+    if tail.kind == "library":
+        return nchw("it feeds another library call, which takes it as NCHW")
     if tail.kind != "pointwise":
         return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel, which reads its input as NCHW")
     try:
