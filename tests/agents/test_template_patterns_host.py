@@ -87,6 +87,30 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # Positions over a long middle dim (each thread loads four elements before merging them, then a remainder)
+    # and over the last: ties go to the first position, NaN wins and the first NaN's position with it, a column
+    # of -inf gives position 0.
+    "arg-reductions-long": """
+class Model(nn.Module):
+    def forward(self, x, y):
+        values, where = torch.max(x, dim=1)
+        return where, torch.argmin(x, dim=1), values, torch.argmax(y, dim=-1), torch.argmin(y, dim=-1)
+
+def get_inputs():
+    x = torch.randn(2, 300, 5)
+    x[0, 5, 1] = x[0, 250, 1] = 9.0
+    x[0, 7, 3] = x[0, 290, 3] = -9.0
+    x[1, 270, 2] = x[1, 40, 2] = float("nan")
+    x[1, :, 4] = float("-inf")
+    y = torch.randn(6, 100)
+    y[1, 3] = y[1, 97] = 9.0
+    y[2, 10] = y[2, 60] = -9.0
+    y[3, 50] = y[3, 20] = float("nan")
+    return [x, y]
+
+def get_init_inputs():
+    return []
+""",
     "losses": """
 class Model(nn.Module):
     def forward(self, logits, target, a, b, p, n):
@@ -116,6 +140,25 @@ class Model(nn.Module):
 
 def get_inputs():
     return [torch.randn(24, 10), torch.rand(24, 10) > 0.5]
+
+def get_init_inputs():
+    return []
+""",
+    # Scans whose results a flip or a cat places in the output, each one kernel that stores every running value
+    # at its place: reverse (masked; a product), exclusive (zeros first; ones last), along the last dim with
+    # runs of 16 a lane (x: whole vectors stored reversed; y: single elements) and along a middle dim.
+    "scans-placed": """
+class Model(nn.Module):
+    def forward(self, x, mask, y, z):
+        backward = torch.cumsum((x * mask).flip(1), dim=1).flip(1)
+        backward_product = torch.flip(torch.cumprod(torch.flip(y * 0.01 + 1.0, [-1]), -1), [-1]) * 2.0
+        exclusive = torch.cat((torch.zeros_like(x[:, :1]), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), dim=1)
+        shifted = torch.cat((torch.cumprod(y[:, 1:], dim=1), torch.ones_like(y[:, :1])), dim=1) - 1.0
+        middle = torch.cumsum(z.flip(1), dim=1).flip(1), torch.cat((torch.zeros_like(z[:, :2]), torch.cumprod(z[:, :-2], 1)), 1)
+        return backward, backward_product, exclusive, shifted, *middle
+
+def get_inputs():
+    return [torch.randn(2, 256), torch.rand(2, 256) > 0.5, torch.randn(3, 300), torch.randn(4, 7, 10)]
 
 def get_init_inputs():
     return []
@@ -199,6 +242,11 @@ def get_init_inputs():
 """,
 }
 
+# Models whose scans all store through a flip or a cat: how many kernels (one a scan).
+PLACED = {"scans-placed": 6}
+# Input cases beyond random values and NaN: an Inf through a running product, reversed and shifted.
+EXTRA = {"scans-placed": ("inf",)}
+
 # Which cases also run with every row split into parts (the multi-kernel path): the runs of a BatchNorm, and
 # rows that are the whole tensor.
 SPLIT = {"batchnorm-channel-softmax", "few-long-rows"}
@@ -238,5 +286,9 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
     if mode == "cluster":
         assert any("__cluster_dims__(2" in k.source for k in program.kernels), [k.note for k in program.kernels]
     monkeypatch.setattr(host, "_driver", rows._driver)
+    if name in PLACED:  # one kernel a scan: the flip or cat after it is its store, not a kernel of its own
+        assert len(program.kernels) == PLACED[name], [k.note for k in program.kernels]
+        assert all("stored" in k.note for k in program.kernels), [k.note for k in program.kernels]
     # NaN placement is the same code in every shape of kernel: checked once per model, in its own shape.
-    host.check_against_eager(source, program, ("random",) if mode else ("random", "nan"), tmp_path)
+    host.check_against_eager(source, program, ("random",) if mode else ("random", "nan") + EXTRA.get(name, ()),
+                             tmp_path)

@@ -167,15 +167,20 @@ __device__ __forceinline__ void stitch_moments_local(float cnt, float s1, float 
 
 // (value, position) of the first maximum / minimum merged with another: NaN is both the maximum and the
 // minimum (as torch.argmax / argmin have it), and among equal values (or NaNs) the smaller position wins.
+// NaN wins, then the larger (smaller) value, then the first position: the result does not depend on the order
+// of the merges. Bitwise, not short-circuit, so the compiler selects instead of branching and keeps the loads
+// of a loop's next elements in flight across the merges.
 __device__ __forceinline__ void stitch_argmax_merge(float& v, int& i, float vb, int ib) {
-  const bool an = v != v, bn = vb != vb;
-  const bool take = an ? (bn && ib < i) : (bn || vb > v || (vb == v && ib < i));
-  if (take) { v = vb; i = ib; }
+  const bool an = v != v, bn = vb != vb, first = ib < i;
+  const bool take = (an & bn & first) | (!an & (bn | (vb > v) | ((vb == v) & first)));
+  v = take ? vb : v;
+  i = take ? ib : i;
 }
 __device__ __forceinline__ void stitch_argmin_merge(float& v, int& i, float vb, int ib) {
-  const bool an = v != v, bn = vb != vb;
-  const bool take = an ? (bn && ib < i) : (bn || vb < v || (vb == v && ib < i));
-  if (take) { v = vb; i = ib; }
+  const bool an = v != v, bn = vb != vb, first = ib < i;
+  const bool take = (an & bn & first) | (!an & (bn | (vb < v) | ((vb == v) & first)));
+  v = take ? vb : v;
+  i = take ? ib : i;
 }
 
 // A cluster of blocks (Hopper) sharing one row: every thread of every block waits at the barrier, and a

@@ -13,8 +13,12 @@
   coalesced across the warp.
 
 The prologue (a mask, a flip, a scale) is computed where the scan reads its source; the epilogue,
-where each element's result is stored, from that element's running value (an epilogue that reads
-the scan at another element, a flip of the result say, runs as a separate kernel).
+where each element's result is stored, from that element's running value. Where the scan's results
+are placed in the output by a flip along the scanned dimension (a reverse scan:
+``flip(cumsum(flip(x)))``) or a ``cat`` along it (an exclusive scan: zeros, then the scan of all but
+the last element), the kernel stores each running value at its place in the output and writes the
+cat's other parts itself: the tensor is read once and written once, the scan's association unchanged.
+An epilogue that reads the scan at another element in any other way runs as a separate kernel.
 """
 
 from __future__ import annotations
@@ -22,16 +26,89 @@ from __future__ import annotations
 import math
 import re
 
+from attrs import define
+
 from stitch_lsp.agents import op_table
 from stitch_lsp.agents.fusion import Group, domain, reduction_dims
+from stitch_lsp.agents.reduction_domain import Domain, domain_of
 from stitch_lsp.agents.template_coder.cuda_common import PREAMBLE
-from stitch_lsp.agents.template_coder.emitter import Unsupported
+from stitch_lsp.agents.template_coder.emitter import Digit, Unsupported
 from stitch_lsp.agents.template_coder.kernels import KernelSpec, _c_type, _finish, _Writer
 from stitch_lsp.op_graph import OpNode
 
 SCAN_THREADS = 256  # a thread a row (scans of a middle dimension)
 _IDENTITY = {"sum": "0.f", "prod": "1.f"}
 _OP = {"sum": "+", "prod": "*"}
+
+
+@define
+class Placement:
+    """Where the scan's running values land in the outputs: ``node`` (a flip or a cat along the scanned
+    dimension, the scan's only reader) takes element ``p`` of a row from the scan at ``offset + p``, or at
+    ``row_len - 1 - p`` when ``reverse``; ``fills``: the cat's other parts and where they start."""
+
+    node: OpNode
+    reverse: bool
+    offset: int
+    fills: list[tuple[OpNode, int]]
+    dom: Domain  # the rows of ``node``
+
+    def position(self, p: str, row_len: int) -> str:
+        return f"({row_len - 1} - {p})" if self.reverse else (f"({p} + {self.offset})" if self.offset else p)
+
+
+def placement(group: Group, index: dict[str, OpNode], scan: OpNode, dim: int, dom: Domain) -> Placement | None:
+    """The flip or cat through which every output reads the scan (elementwise after it), or None."""
+    readers = [n for n in group.nodes if scan.name in index[n].refs()]
+    if scan.name in group.outputs or len(readers) != 1:
+        return None
+    node = index[readers[0]]
+    rank = len(scan.shape)
+    fills: list[tuple[OpNode, int]] = []
+    offset = 0
+    if node.op == "aten.flip.default":
+        if {d % rank for d in node.args[1] if scan.shape[d % rank] > 1} != {dim}:
+            return None
+        reverse = True
+    elif node.op == "aten.cat.default" and len(node.shape) == rank:
+        if (node.args[1] if len(node.args) > 1 else 0) % rank != dim:
+            return None
+        reverse = False
+        start = 0
+        for arg in node.args[0]:
+            part = index[arg["$"]]
+            if len(part.shape) != rank:  # the legacy empty (0,) part of a cat
+                continue
+            if part.name == scan.name:
+                offset = start
+            else:
+                fills.append((part, start))
+            start += part.shape[dim]
+    else:
+        return None
+    # Whatever reads the placed values reads them elementwise (same shape, same index).
+    after = {node.name}
+    for n in group.nodes[group.nodes.index(node.name) + 1:]:
+        m = index[n]
+        if any(r in after for r in m.refs()):
+            if (op_table.classify(m.op, m.dtype) != "pointwise" or tuple(m.shape) != tuple(node.shape)
+                    or any(tuple(index[r].shape) != tuple(node.shape) for r in m.refs() if r in after)):
+                return None
+            after.add(n)
+    if not group.outputs or any(o not in after for o in group.outputs):
+        return None
+    out_dom = domain_of(tuple(node.shape), [dim])
+    if (out_dom.layout != dom.layout or out_dom.row_len != node.shape[dim] or dom.row_len != scan.shape[dim]
+            or out_dom.rows != dom.rows or _kept(out_dom) != _kept(dom)):
+        return None
+    for part, _ in fills:
+        if domain_of(tuple(part.shape), [dim]).rows != dom.rows:
+            return None
+    return Placement(node, reverse, offset, fills, out_dom)
+
+
+def _kept(dom: Domain) -> list[int]:
+    return [s for s, r in zip(dom.shape, dom.reduced) if not r]
 
 
 def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
@@ -44,9 +121,11 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
         raise Unsupported("a scan that changes the dtype")
     dims, src = reduction_dims(scan, index)
     dom = domain(scan, index)
-    for o in group.outputs:
-        if index[o].numel != dom.numel:
-            raise Unsupported(f"output {o} is not the size of the scan")
+    place = placement(group, index, scan, dims[0], dom) if len(dims) == 1 else None
+    if place is None:
+        for o in group.outputs:
+            if index[o].numel != dom.numel:
+                raise Unsupported(f"output {o} is not the size of the scan")
     w = _Writer(group, index, name)
     w.domain = dom.numel
     em = w.em
@@ -67,6 +146,8 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
         em.emit(f"const long long row = (long long)blockIdx.x * {block // 32} + (threadIdx.x >> 5);")
         em.emit("const int lane = threadIdx.x & 31;")
         em.emit(f"if (row >= {rows}LL) return;")
+        if place is not None:
+            _fill_rows(em, group.outputs, place, dims[0], "row", "lane", 32)
         em.emit(f"float carry = {_IDENTITY[how]};")
         em.emit(f"for (int cb = 0; cb < {row_len}; cb += {chunk}) {{")
         em.indent += "  "
@@ -75,16 +156,23 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
         w.vec_loaded = {}
         if vec > 1:
             em.emit(f"const bool ok = j < {row_len};")
-            prefix = w.declare_chunk(0, f"row * {row_len}LL + (ok ? j : 0)")
+            em.emit("const int p = ok ? j : 0;")
+            prefix = w.declare_chunk(0, f"row * {row_len}LL + p")
             ixs = [f"{prefix}{e}" for e in range(k)]
             oks = ["ok"] * k
+            ps = ["p" if e == 0 else f"(p + {e})" for e in range(k)]
         else:
-            ixs, oks = [], []
+            ixs, oks, ps = [], [], []
             for e in range(k):
                 em.emit(f"const bool ok{e} = j + {e} < {row_len};")
-                em.emit(f"[[maybe_unused]] const long long e{e}_0 = row * {row_len}LL + (ok{e} ? j + {e} : 0);")
+                em.emit(f"const int p{e} = ok{e} ? j + {e} : 0;")
+                em.emit(f"[[maybe_unused]] const long long e{e}_0 = row * {row_len}LL + p{e};")
                 ixs.append(f"e{e}_0")
                 oks.append(f"ok{e}")
+                ps.append(f"p{e}")
+        if vec == 1:  # the row and the position are the index's digits: views of the source need no division
+            for ix, pe in zip(ixs, ps):
+                em.forms[ix] = (((Digit("row", rows), row_len), (Digit(pe, row_len), 1)), 0)
         x = [em.fresh("x") for _ in range(k)]
         for e in range(k):
             em.emit(f"float {x[e]} = {oks[e]} ? {em.value(src.name, ixs[e])} : {_IDENTITY[how]};")
@@ -104,18 +192,44 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
                 em.emit(f"  if (lane & {lanes}) {{ {' '.join(f'{v} = {v} {op} t;' for v in x)} }} }}")
             level += 1
         em.emit(f"carry = __shfl_sync(0xffffffffu, {x[k - 1]}, 31);")
-        for e in range(k):
-            em.memo[(scan.name, ixs[e])] = _rounded(em, x[e], scan.dtype)
-        for o_idx, o in enumerate(group.outputs):
-            vals = [em.value(o, ix) for ix in ixs]
-            ctype = _c_type(index[o].dtype)
-            if vec > 1:
-                arr = em.fresh("st")
-                em.emit(f"if (ok) {{ const float {arr}[{k}] = {{{', '.join(vals)}}}; "
-                        f"stitch_stv<{k}>(out{o_idx} + c0, {arr}); }}")
-            else:
-                for e in range(k):
-                    em.emit(f"if ({oks[e]}) out{o_idx}[e{e}_0] = stitch_from_float<{ctype}>({vals[e]});")
+        if place is None:
+            for e in range(k):
+                em.memo[(scan.name, ixs[e])] = _rounded(em, x[e], scan.dtype)
+            for o_idx, o in enumerate(group.outputs):
+                vals = [em.value(o, ix) for ix in ixs]
+                ctype = _c_type(index[o].dtype)
+                if vec > 1:
+                    arr = em.fresh("st")
+                    em.emit(f"if (ok) {{ const float {arr}[{k}] = {{{', '.join(vals)}}}; "
+                            f"stitch_stv<{k}>(out{o_idx} + c0, {arr}); }}")
+                else:
+                    for e in range(k):
+                        em.emit(f"if ({oks[e]}) out{o_idx}[e{e}_0] = stitch_from_float<{ctype}>({vals[e]});")
+        else:
+            out_len = place.dom.row_len
+            oixs = []
+            for e in range(k):
+                q = em.fresh("q")
+                em.emit(f"const int {q} = {place.position(ps[e], row_len)};")
+                oix = em.fresh("o")
+                em.emit(f"const long long {oix} = row * {out_len}LL + {q};")
+                em.forms[oix] = (((Digit("row", rows), out_len), (Digit(q, out_len), 1)), 0)
+                em.memo[(place.node.name, oix)] = _rounded(em, x[e], scan.dtype)
+                oixs.append(oix)
+            # A lane's run lands as one vector: reversed where the placement flips it, aligned where a cat
+            # shifts it by a multiple of the run.
+            whole = vec > 1 and out_len % k == 0 and place.offset % k == 0
+            for o_idx, o in enumerate(group.outputs):
+                vals = [em.value(o, ix) for ix in oixs]
+                ctype = _c_type(index[o].dtype)
+                if whole:
+                    arr = em.fresh("st")
+                    first = oixs[-1] if place.reverse else oixs[0]
+                    em.emit(f"if (ok) {{ const float {arr}[{k}] = {{{', '.join(vals[::-1] if place.reverse else vals)}}}; "
+                            f"stitch_stv<{k}>(out{o_idx} + {first}, {arr}); }}")
+                else:
+                    for e in range(k):
+                        em.emit(f"if ({oks[e]}) out{o_idx}[{oixs[e]}] = stitch_from_float<{ctype}>({vals[e]});")
         em.indent = em.indent[:-2]
         em.emit("}")
         grid = math.ceil(rows / (block // 32))
@@ -125,6 +239,8 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
         w.vec = 1
         em.emit(f"const long long r = (long long)blockIdx.x * {SCAN_THREADS} + threadIdx.x;")
         em.emit(f"if (r >= {rows}LL) return;")
+        if place is not None:
+            _fill_rows(em, group.outputs, place, dims[0], "r", "0", 1)
         em.emit(f"float carry = {_IDENTITY[how]};")
         em.emit(f"for (int j = 0; j < {row_len}; ++j) {{")
         em.indent += "  "
@@ -132,13 +248,22 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
         w.vec_loaded = {}
         w.declare_chunk(0, dom.element("r", "j"))
         em.emit(f"carry = carry {op} {em.value(src.name, 'e0_0')};")
-        em.memo[(scan.name, "e0_0")] = _rounded(em, "carry", scan.dtype, copy=True)
+        at = "e0_0"
+        if place is not None:
+            at = em.fresh("o")
+            em.emit(f"const long long {at} = {place.dom.element('r', place.position('j', row_len))};")
+            em.memo[(place.node.name, at)] = _rounded(em, "carry", scan.dtype, copy=True)
+        else:
+            em.memo[(scan.name, "e0_0")] = _rounded(em, "carry", scan.dtype, copy=True)
         for o_idx, o in enumerate(group.outputs):
-            em.emit(f"out{o_idx}[c0] = stitch_from_float<{_c_type(index[o].dtype)}>({em.value(o, 'e0_0')});")
+            em.emit(f"out{o_idx}[{at}] = stitch_from_float<{_c_type(index[o].dtype)}>({em.value(o, at)});")
         em.indent = em.indent[:-2]
         em.emit("}")
         block, grid = SCAN_THREADS, math.ceil(rows / SCAN_THREADS)
         note = f"{len(group.nodes)} ops, {rows} rows of {row_len} (stride {dom.inner}), a thread a row, in order"
+    if place is not None:
+        note += (", stored in reverse" if place.reverse else f", stored from position {place.offset}"
+                 + (f" after {sum(p.shape[dims[0]] for p, _ in place.fills)} filled" if place.fills else ""))
     src_text = PREAMBLE + f"""
 extern "C" __global__ void __launch_bounds__({block}) {name}({w.signature()}) {{
 {chr(10).join(em.lines)}
@@ -148,6 +273,25 @@ extern "C" __global__ void __launch_bounds__({block}) {name}({w.signature()}) {{
     src_text = _finish(src_text, group, index)
     return KernelSpec(name=name, source=src_text, kind="scan", params=w.leaves + group.outputs,
                       outputs=list(group.outputs), grid=grid, block=block, note=note)
+
+
+def _fill_rows(em, outputs: list[str], place: Placement, dim: int, row: str, first: str, step: int) -> None:
+    """The cat's other parts, written by the row's own threads (``first``, ``first + step``, ...) before the scan."""
+    for part, start in place.fills:
+        size = part.shape[dim]
+        em.emit(f"for (int t = {first}; t < {size}; t += {step}) {{")
+        em.indent += "  "
+        em.memo = {}
+        pix = em.fresh("i")
+        em.emit(f"[[maybe_unused]] const long long {pix} = {domain_of(tuple(part.shape), [dim]).element(row, 't')};")
+        oix = em.fresh("o")
+        em.emit(f"const long long {oix} = {place.dom.element(row, f'(t + {start})')};")
+        em.memo[(place.node.name, oix)] = em.value(part.name, pix)
+        for o_idx, o in enumerate(outputs):
+            em.emit(f"out{o_idx}[{oix}] = stitch_from_float<{_c_type(em.index[o].dtype)}>({em.value(o, oix)});")
+        em.indent = em.indent[:-2]
+        em.emit("}")
+    em.memo = {}
 
 
 def eager_chunk(rows: int, row_len: int) -> int:
