@@ -12,6 +12,7 @@ import math
 
 from stitch_lsp.agents import library_calls, op_table
 from stitch_lsp.agents.fusion import Group, simplify, split
+from stitch_lsp.agents.template_coder.conv_tail import conv_layouts
 from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, GemmSpec, fuse_gemms, spec_of
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.op_graph import OpGraph, OpNode
@@ -129,6 +130,7 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
         peak = H100_PEAK_TFLOPS.get(dtype, H100_PEAK_TFLOPS["float32"])
     plan = Plan(task_key=task.key(), device_name=(device.name if device else "") or "NVIDIA H100 (assumed)",
                 bandwidth_gbs=bandwidth, peak_tflops=peak, graph=traced)
+    layouts = conv_layouts(graph, groups, index)
     floor_total = 0.0
     eager_gemm_us = 0.0  # the GEMMs as the reference runs them (cuBLAS at ``peak``)
     for group in groups:
@@ -152,6 +154,9 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
             note = f"{library_calls.runner(lib)} (library call); what follows it is fused into the next kernel"
             why = library_calls.why_library(lib)
             note += f" (a library call: {why})" if why else ""
+            conv = next((layouts[n] for n in group.nodes if n in layouts), None)
+            if conv is not None:
+                note += f"; {conv.describe()}"
         else:
             note = GROUP_NOTES.get(kind, "")
         plan.groups.append(FusionGroup(

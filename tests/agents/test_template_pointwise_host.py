@@ -124,9 +124,14 @@ def _run_kernel(step: dict, source: str, env: dict, tmp: Path) -> None:
                               "-o", str(exe), str(cpp)], capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
     files = []
+    layouts = step.get("layouts") or {}
     for k, a in enumerate(step["args"]):
         path = tmp / f"in{k}.raw"
-        t = env[a].contiguous().reshape(-1)  # a 0-d tensor views as bytes once it has a dimension
+        t = env[a].contiguous()
+        if a in layouts:  # read in channels-last: its bytes in that order (channels innermost)
+            t = env[a].contiguous(memory_format=getattr(torch, layouts[a]))
+            t = t.permute(0, *range(2, t.dim()), 1)
+        t = t.reshape(-1)  # a 0-d tensor views as bytes once it has a dimension
         raw = t.view(torch.uint8) if t.dtype != torch.bool else t.to(torch.uint8)
         path.write_bytes(raw.numpy().tobytes())
         files.append(path)
@@ -173,7 +178,11 @@ def _run_program(prog: dict, tensors: list, tmp: Path):
         fn = torch.ops
         for part in step["op"].split("."):
             fn = getattr(fn, part)
-        env[step["name"]] = fn(*_value(step["args"], env), **_value(step["kwargs"], env))
+        args = _value(step["args"], env)
+        if step.get("layout"):  # a convolution run in channels-last, as the binding runs it
+            layout = getattr(torch, step["layout"])
+            args[0], args[1] = args[0].contiguous(memory_format=layout), args[1].contiguous(memory_format=layout)
+        env[step["name"]] = fn(*args, **_value(step["kwargs"], env))
     outs = [env[o] for o in prog["outputs"]]
     return tuple(outs) if prog["tuple"] else outs[0]
 

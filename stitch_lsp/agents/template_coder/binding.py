@@ -98,12 +98,33 @@ def _value(v, env, device):
     return v
 
 
-def _ready(t):
-    # Kernels index their inputs as contiguous and load 16 bytes at a time.
-    t = t.contiguous()
+def _ready(t, layout=None):
+    # Kernels index their inputs as contiguous (or in the memory format named) and load 16 bytes at a time.
+    t = t.contiguous() if layout is None else t.contiguous(memory_format=layout)
     if t.data_ptr() % 16:
         t = t.clone()
     return t
+
+
+def _version(t):
+    try:
+        return t._version
+    except RuntimeError:  # an inference tensor keeps no version counter: never taken from the cache
+        return None
+
+
+def _weight_in(w, layout, cache):
+    # A convolution's weight in ``layout``, converted once per weight value: an in-place change (the
+    # Verifier's copy of the reference's weights, an optimiser step) bumps its version, a new tensor is
+    # another object; ``cache`` holds [the weight, its storage and version, the converted weight].
+    key = (w.data_ptr(), _version(w), w.shape, w.dtype)
+    held = cache[0]() if cache[0] is not None else None
+    if held is w and cache[1] == key and key[1] is not None:
+        return cache[2]
+    with torch.no_grad():
+        converted = w.contiguous(memory_format=layout)
+    cache[:] = [weakref.ref(w), key, converted]
+    return converted
 
 
 class _Prepared:
@@ -134,11 +155,19 @@ class _Prepared:
                 fn = torch.ops
                 for part in op.split("."):
                     fn = getattr(fn, part)
+                if step.get("layout"):
+                    # A convolution run in channels-last: its input and weight in that format, so cuDNN
+                    # takes its NHWC kernels and returns the output in it.
+                    self.steps.append(["layout", step["name"], fn, step["args"], step["kwargs"],
+                                       getattr(torch, step["layout"]), [None, None, None]])
+                    continue
                 self.steps.append(["op", step["name"], fn, step["args"], step["kwargs"]])
                 continue
             outs = [(o, tuple(shape), getattr(torch, dtype)) for o, shape, dtype in step["outputs"]]
+            layouts = step.get("layouts") or {}
             self.steps.append(["kernel", name, data["sources"][name], step["args"], outs,
-                               (step["grid"], 1, 1), (step["block"], 1, 1), None])
+                               (step["grid"], 1, 1), (step["block"], 1, 1), None,
+                               [getattr(torch, layouts[a]) if a in layouts else None for a in step["args"]]])
 
     def __call__(self, tensors):
         device = tensors[0].device
@@ -146,8 +175,8 @@ class _Prepared:
         for step in self.steps:
             kind = step[0]
             if kind == "kernel":
-                _, name, source, arg_names, outs, grid, block, kernel = step
-                args = [_ready(env[a]) for a in arg_names]
+                _, name, source, arg_names, outs, grid, block, kernel, layouts = step
+                args = [_ready(env[a], f) for a, f in zip(arg_names, layouts)]
                 for out, shape, dtype in outs:
                     t = env[out] = torch.empty(shape, dtype=dtype, device=device)
                     args.append(t)
@@ -172,6 +201,12 @@ class _Prepared:
                     env[tuple_name] = tuple(env[o] for o, _, _ in outs)
             elif kind == "op":
                 env[step[1]] = step[2](*_value(step[3], env, device), **_value(step[4], env, device))
+            elif kind == "layout":
+                _, name, fn, arg_spec, kw_spec, layout, cache = step
+                args = _value(arg_spec, env, device)
+                args[0] = args[0].contiguous(memory_format=layout)
+                args[1] = _weight_in(args[1], layout, cache)
+                env[name] = fn(*args, **_value(kw_spec, env, device))
             else:
                 env[step[1]] = env[step[2]][step[3]]
         outs = [env[o] for o in self.outputs]
@@ -184,7 +219,9 @@ def _module_body(program: LoweredProgram, loader_import: str, func_name: str) ->
     data = program_data(program)
     traced = program.source_graph or program.graph
     graph_json = to_json(traced) if traced.symbolic else "{}"
-    return f'''import torch
+    return f'''import weakref
+
+import torch
 {loader_import}
 
 # The program for the shapes it was generated at (kernels, leftover PyTorch calls), and the

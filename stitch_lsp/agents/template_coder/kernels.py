@@ -46,6 +46,8 @@ class KernelSpec:
     tuple_name: str = ""
     # Buffers the kernel writes that no graph node names (a split row's partial results): name -> (shape, dtype).
     scratch: dict = field(factory=dict)
+    # Inputs read in another memory layout than contiguous: name -> torch memory format ("channels_last").
+    layouts: dict = field(factory=dict)
 
 
 def _finish(src: str, group: Group, index: dict[str, OpNode]) -> str:

@@ -6,6 +6,7 @@ from attrs import define, field
 
 from stitch_lsp.agents import library_calls, op_table
 from stitch_lsp.agents.fusion import Group, simplify, split, split_tail, split_windows
+from stitch_lsp.agents.template_coder.conv_tail import conv_layouts, tail_kernel
 from stitch_lsp.agents.template_coder.emitter import Unsupported
 from stitch_lsp.agents.template_coder.gemm_match import fuse_gemms
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
@@ -30,6 +31,7 @@ class Step:
     nodes: list[str] = field(factory=list)
     kernel: KernelSpec | None = None
     why: str = ""  # why these nodes stay PyTorch, when they are not views or a library GEMM
+    layout: str = ""  # a convolution run in this memory format ("channels_last"), not NCHW
 
 
 @define
@@ -46,6 +48,7 @@ class LoweredProgram:
     blocking_ops: list[str] = field(factory=list)
     source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
     gemm_mode: str = "auto"  # the GemmOptions mode it was lowered with (re-lowering for other shapes keeps it)
+    conv_layouts: dict = field(factory=dict)  # convolution -> conv_tail.ConvLayout
 
     @property
     def covered(self) -> bool:
@@ -62,10 +65,12 @@ def sm_of(device_name: str) -> int:
     return 90
 
 
-def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90) -> LoweredProgram:
+def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
+          channels_last: bool | None = None) -> LoweredProgram:
     """``gemm``: which GEMMs the GEMM family takes (with their epilogues; the rest stay cuBLAS calls);
     ``sm``: the compute capability the kernels are for (Hopper's clusters from 90); the Planner's H100 by
-    default, the device's own when a candidate re-lowers itself for new shapes."""
+    default, the device's own when a candidate re-lowers itself for new shapes; ``channels_last``: whether
+    a convolution with a pointwise tail may run in channels-last (None: ``STITCH_CONV_LAYOUT``, default on)."""
     source = graph
     gemm = gemm or default_options()
     graph, _ = fuse_gemms(simplify(graph), gemm.choose)
@@ -74,6 +79,9 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90) -> Lowe
     index = graph.index()
     program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded,
                              source_graph=source, gemm_mode=gemm.mode)
+    layouts = conv_layouts(graph, groups, index, channels_last)
+    program.conv_layouts = layouts
+    transposed = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
     pending = list(groups)
     while pending:
         group = pending.pop(0)
@@ -83,7 +91,10 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90) -> Lowe
             name = f"stitch_fused_{len(program.kernels)}"
             try:
                 writer = KERNEL_WRITERS[group.kind]
-                specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
+                if group.index in transposed and group.kind == "pointwise":
+                    specs = tail_kernel(group, index, name, transposed[group.index])
+                else:
+                    specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
             except Unsupported as exc:
                 parts = split_windows(group, index) if group.kind == "window" else None
                 if parts:
@@ -123,6 +134,14 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90) -> Lowe
                 program.notes.append(f"{spec.name}: {spec.note}")
                 continue
             group.note = describe_library(group, index, graph)
+            conv = next((layouts[n] for n in group.nodes if n in layouts), None)
+            if conv is not None:
+                program.notes.append(f"{conv.conv}: {conv.describe()}")
+                if conv.channels_last:
+                    program.steps.append(Step(group.index, list(group.nodes), layout=conv.layout))
+                    _uncovered(program, group, index, group.note, library=True)
+                    group.note += f"; {conv.describe()}"
+                    continue
         elif group.kind == "torch":
             why = f"{op_table.short(index[group.nodes[0]].op)} has no template"
         group.note = group.note or why

@@ -3,11 +3,13 @@
 ``{"inputs": [...], "checks": [[shape, dtype], ...], "roles": [[role, path, index], ...], "steps": [...],
 "outputs": [...], "tuple": bool, "sources": {kernel: cuda or triton module}}`` (``roles``: what each input
 is, a parameter or buffer by path or forward's input by position); a step is a kernel launch
-``{"kernel", "grid", "block", "args", "outputs": [[name, shape, dtype], ...]}``, a Triton
+``{"kernel", "grid", "block", "args", "outputs": [[name, shape, dtype], ...], "layouts"?}`` (``layouts``:
+the arguments it reads in channels-last, name -> torch memory format), a Triton
 launch ``{"triton", "grid", "args", "outputs", "meta", "tuple"}`` (the GEMM family; ``meta``
 holds the tile's constexprs, ``num_warps`` and ``num_stages``; ``tuple`` names the value its
-outputs form when there are several), or a PyTorch call ``{"op", "name", "args", "kwargs"}``
-(GEMMs left to cuBLAS, views, uncovered ops).
+outputs form when there are several), or a PyTorch call ``{"op", "name", "args", "kwargs", "layout"?}``
+(GEMMs left to cuBLAS, views, uncovered ops; ``layout``: a convolution run with its input and weight in
+that torch memory format, which returns its output so).
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                 "kernel": k.name, "grid": k.grid, "block": k.block, "args": leaves,
                 "outputs": [[o, list(index[o].shape), index[o].dtype] if o in index
                             else [o, list(k.scratch[o][0]), k.scratch[o][1]] for o in k.outputs],
+                **({"layouts": dict(k.layouts)} if k.layouts else {}),
             })
             continue
         for n in step.nodes:
             node = index[n]
-            steps.append({"op": node.op, "name": n, "args": node.args, "kwargs": node.kwargs})
+            steps.append({"op": node.op, "name": n, "args": node.args, "kwargs": node.kwargs,
+                          **({"layout": step.layout} if step.layout and n in program.conv_layouts else {})})
     return {
         "inputs": [i.name for i in graph.inputs],
         "checks": [[list(i.shape), i.dtype] for i in graph.inputs],
