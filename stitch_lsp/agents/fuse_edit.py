@@ -53,7 +53,7 @@ def edit_files(outcome, settings: Settings, module_path: str, func_name: str, ge
     from stitch_lsp.agents.template_coder import edit_module, lower
 
     plan = outcome.plan
-    program = lower(plan.graph, gemm)
+    program = lower(plan.graph, gemm, channels_last=getattr(outcome, "channels_last", None))
     package = module_path.rsplit("/", 1)[0] if "/" in module_path else ""
     text = edit_module(
         program,

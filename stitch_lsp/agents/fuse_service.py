@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover - anthropic missing (a GPU box with only
 from stitch_lsp.agents.rubric import RubricContext, apply_rubric, rubric_findings
 from stitch_lsp.findings import Finding
 from stitch_lsp.agents.planner import describe, make_plan
+from stitch_lsp.agents.template_coder.conv_tail import uses_channels_last
 from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, spec_of
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, TileCache, mode_override, record, tune_cases
 from stitch_lsp.gemm_tuning import TuneReply, TuneRequest
@@ -60,6 +61,8 @@ class FuseOutcome:
     # The GEMM family's candidate passed but ran slower than eager, and without it nothing is left to
     # fuse: nothing is offered (a kernel slower than the code it replaces is no win).
     slower_than_library: bool = False
+    channels_last: bool | None = None  # False: the candidate has every convolution in NCHW (the layout fallback)
+    layout_fallback: str = ""  # set when a convolution's channels-last candidate was tried again in NCHW: what happened
     # The GEMM family's own verdict, when the fallback's candidate is the one above.
     family_verdict: Verdict | None = None
 
@@ -255,6 +258,10 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         gemm = _gemm_fallback(outcome, traced.graph, device, gemm, settings, verifier, cancel, report, why_fallback,
                               verify_library_only)
         candidate, verdict = outcome.candidate, outcome.verdict
+    why_fallback = layout_fallback_reason(candidate, verdict) if refined is None else ""
+    if why_fallback:
+        _layout_fallback(outcome, traced.graph, device, gemm, settings, verifier, cancel, report, why_fallback)
+        candidate, verdict = outcome.candidate, outcome.verdict
     kernel_file = next(iter(sorted(candidate.cuda_sources)), "kernel.cu")
     outcome.findings = rubric_findings(verdict, candidate, module_path=str(outdir / "candidate.py"),
                                        kernel_path=str(outdir / kernel_file))
@@ -270,14 +277,14 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         if verdict.hack_flags:
             why += " (anti-hacking: " + "; ".join(f.message for f in verdict.hack_flags) + ")"
         outcome.message = f"Fused kernel not offered: {why}. Generated code kept in {outdir}"
-        if outcome.gemm_fallback:
-            outcome.message += f". {outcome.gemm_fallback}"
+        for note in (outcome.gemm_fallback, outcome.layout_fallback):
+            outcome.message += f". {note}" if note else ""
         if refined is not None:
             outcome.message += f". {refined.message}"
         return outcome
     outcome.message = f"Fused {candidate.fused_what()}: " + (_speedups(verdict) or verdict.summary)
-    if outcome.gemm_fallback:
-        outcome.message += f". {outcome.gemm_fallback}"
+    for note in (outcome.gemm_fallback, outcome.layout_fallback):
+        outcome.message += f". {note}" if note else ""
     if refined is not None:
         outcome.message += f". {refined.message}"
     if task.origin_path and edit_namer is not None:
@@ -326,6 +333,49 @@ def gemm_fallback_reason(candidate: Candidate, verdict: Verdict, gemm: GemmOptio
     if speedup is not None and speedup < 1.0:
         return f"its kernel passed but ran at {speedup:.2f}x eager, slower than cuBLAS"
     return ""
+
+
+def layout_fallback_reason(candidate: Candidate, verdict: Verdict) -> str:
+    """Why a candidate with a convolution in channels-last is tried again in NCHW: the Verifier did not
+    pass it (cuDNN's channels-last algorithm rounds otherwise than eager's, which TF32 makes visible),
+    or it ran slower than eager. "" when it is not."""
+    if candidate.coder != "template" or not uses_channels_last(candidate.notes) or verdict.status in _NOT_THE_KERNEL:
+        return ""
+    if not verdict.offerable:
+        return f"it did not pass the Verifier ({why_not_passed(verdict)})"
+    speedup = verdict.timing.speedup_vs_eager if verdict.timing else None
+    if speedup is not None and speedup < 1.0:
+        return f"it passed but ran at {speedup:.2f}x eager"
+    return ""
+
+
+def _layout_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
+                     settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter, why: str) -> None:
+    """Generate the candidate again with every convolution in NCHW and judge it; the outcome takes the
+    one that passes, the faster when both do."""
+    task, outdir = outcome.task, Path(outcome.task_dir)
+    first, first_verdict = outcome.candidate, outcome.verdict
+    report(ProgressEvent("generating", f"the convolution in channels-last: {why}; trying it in NCHW", 65))
+    cancel.raise_if_cancelled()
+    plan = make_plan(task, graph, device, gemm, channels_last=False)
+    writer = make_coder("template", settings)
+    writer.gemm, writer.channels_last = gemm, False  # type: ignore[attr-defined]
+    candidate = writer.generate(task, plan, None)
+    verdict = _judge(task, candidate, plan, verifier, cancel, report, "the candidate with the convolution in NCHW")
+    if not verdict.offerable or (first_verdict.offerable and not _faster(verdict, first_verdict)):
+        keep(outdir / "conv_nchw", candidate, verdict)
+        outcome.layout_fallback = (f"the convolution in channels-last: {why}; in NCHW: "
+                                   + (why_not_passed(verdict) if not verdict.offerable else "no faster"))
+        return
+    keep(outdir / "conv_channels_last", first, first_verdict)
+    for name in first.cuda_sources:
+        (outdir / name).unlink(missing_ok=True)
+    keep(outdir, candidate, verdict)
+    plan.notes.append(f"convolution in NCHW: in channels-last {why}")
+    outcome.plan, outcome.plan_text = plan, describe(plan)
+    (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
+    outcome.candidate, outcome.verdict, outcome.channels_last = candidate, verdict, False
+    outcome.layout_fallback = f"convolution in NCHW; in channels-last {why} (kept in {outdir / 'conv_channels_last'})"
 
 
 def _faster(a: Verdict, b: Verdict) -> bool:

@@ -114,8 +114,10 @@ def _eager_bytes(graph: OpGraph, index: dict[str, OpNode]) -> tuple[int, int]:
     return total, kernels
 
 
-def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm: GemmOptions | None = None) -> Plan:
-    """``gemm``: the template Coder's GEMM options (which GEMMs its Triton family takes, with what tile)."""
+def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm: GemmOptions | None = None,
+              channels_last: bool | None = None) -> Plan:
+    """``gemm``: the template Coder's GEMM options (which GEMMs its Triton family takes, with what tile);
+    ``channels_last``: False when every convolution is to run in NCHW."""
     traced = graph
     graph, _ = fuse_gemms(simplify(traced), (gemm or default_options()).choose)
     index = graph.index()
@@ -130,7 +132,7 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
         peak = H100_PEAK_TFLOPS.get(dtype, H100_PEAK_TFLOPS["float32"])
     plan = Plan(task_key=task.key(), device_name=(device.name if device else "") or "NVIDIA H100 (assumed)",
                 bandwidth_gbs=bandwidth, peak_tflops=peak, graph=traced)
-    layouts = conv_layouts(graph, groups, index)
+    layouts = conv_layouts(graph, groups, index, channels_last)
     floor_total = 0.0
     eager_gemm_us = 0.0  # the GEMMs as the reference runs them (cuBLAS at ``peak``)
     for group in groups:

@@ -159,7 +159,8 @@ def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToke
         candidate=getattr(outcome, "candidate", None),
         verdict=getattr(outcome, "verdict", None),
         message=str(getattr(outcome, "message", "") or ""),
-        gemm_fallback=str(getattr(outcome, "gemm_fallback", "") or ""),
+        gemm_fallback="; ".join(filter(None, [str(getattr(outcome, "gemm_fallback", "") or ""),
+                                              str(getattr(outcome, "layout_fallback", "") or "")])),
     )
     return result, to_detail(task, outcome)
 

@@ -27,6 +27,12 @@ from stitch_lsp.agents.template_coder.kernels import KernelSpec, _c_type, _finis
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 ENV = "STITCH_CONV_LAYOUT"  # channels_last (default) | nchw
+READS_CHANNELS_LAST = "in channels-last"  # in a tail kernel's note: how a candidate's notes tell it
+
+
+def uses_channels_last(notes: list[str]) -> bool:
+    """A candidate (by its notes) with a convolution run in channels-last."""
+    return any(f" {READS_CHANNELS_LAST} through " in n for n in notes)
 CONV_OP = "aten.convolution.default"
 THREADS = 256
 TILE = 1024  # elements a block stages: 4 per thread
@@ -185,5 +191,5 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({w.signature()}) 
     return KernelSpec(name=name, source=src_text, kind="pointwise", params=w.leaves + group.outputs,
                       outputs=list(group.outputs), grid=grid, block=THREADS,
                       layouts={conv: _FORMATS[len(src.shape)]},
-                      note=f"{len(group.nodes)} ops, {src.numel} elements, reads {conv} in channels-last through "
+                      note=f"{len(group.nodes)} ops, {src.numel} elements, reads {conv} {READS_CHANNELS_LAST} through "
                            f"{tc}x{ts} shared-memory tiles and writes NCHW")

@@ -49,6 +49,8 @@ class LoweredProgram:
     source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
     gemm_mode: str = "auto"  # the GemmOptions mode it was lowered with (re-lowering for other shapes keeps it)
     conv_layouts: dict = field(factory=dict)  # convolution -> conv_tail.ConvLayout
+    # "nchw": lowered with channels-last convolutions turned off (re-lowering for other shapes keeps it).
+    conv_layout: str = ""
 
     @property
     def covered(self) -> bool:
@@ -78,7 +80,8 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
     groups = split(graph)
     index = graph.index()
     program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded,
-                             source_graph=source, gemm_mode=gemm.mode)
+                             source_graph=source, gemm_mode=gemm.mode,
+                             conv_layout="nchw" if channels_last is False else "")
     layouts = conv_layouts(graph, groups, index, channels_last)
     program.conv_layouts = layouts
     transposed = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
