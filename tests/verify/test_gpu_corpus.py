@@ -228,21 +228,11 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
-CE_HONEST = '''
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 
-class ModelNew(nn.Module):
-    def forward(self, logits, targets):
-        return -torch.log_softmax(logits, dim=1).gather(1, targets[:, None])[:, 0]
-'''
 
-
-def test_a_reference_that_faults_at_the_second_shape_leaves_the_verdict_at_the_test_shape(verifier, tmp_path):
-    path = tmp_path / "ce_honest.py"
-    path.write_text(CE_HONEST)
+def test_a_reference_that_faults_at_the_second_shape_leaves_the_verdict_at_the_test_shape(verifier):
+    path = CORPUS / "honest_cross_entropy.py"
     verdict = run(verifier, REF_FAULTS_AT_SECOND_SHAPE, path, timing=True,
                   allowed_torch_ops=["_log_softmax", "gather", "neg"])
     assert verdict.status is VerdictStatus.CORRECT, verdict.summary
