@@ -458,9 +458,10 @@ class VerifyRun:
         figures = f"max |error| against float64: candidate {cand_err}, eager {again.eager_max_abs:.3g}"
         if again.passed:
             trial.passed = True
+            how = (again.as_a_whole or f"every value within the tolerance + {EAGER_ERROR_MULTIPLE:g}x eager's "
+                   "error there")
             trial.detail += (f"; judged against float64 instead (eager's own error shows here), and passes: "
-                             f"{figures}; every value within the tolerance + {EAGER_ERROR_MULTIPLE:g}x eager's "
-                             "error there")
+                             f"{figures}; {how}")
         else:
             trial.detail += f"; judged against float64 too, and fails: {figures}; {again.detail}"
 

@@ -100,3 +100,36 @@ def test_adversarial_values_are_the_same_for_a_seed_and_planted_in_place(case):
         assert int((x == 0).sum()) > x.numel() * 0.15 and bool(torch.signbit(x[x == 0]).any())
     else:
         assert torch.allclose(x, clean * 1e4)
+
+
+def _judged(eager_err: torch.Tensor, cand_err: torch.Tensor):
+    from stitch_lsp.worker.compare import compare_tensor
+
+    exact = torch.linspace(1.0, 2.0, eager_err.numel(), dtype=torch.float64)
+    ref = (exact + eager_err).float()
+    out = (exact + cand_err).float()
+    return compare_tensor(ref, out, 1e-4, 1e-4, ref64=exact, eager_multiple=2.0)
+
+
+def test_a_candidate_more_accurate_as_a_whole_passes_where_eager_happens_to_be_exact():
+    n = 10_000
+    eager_err = torch.full((n,), 4e-3, dtype=torch.float64)
+    eager_err[::100] = 0.0  # eager exact at a few values by chance
+    cand_err = torch.full((n,), 1e-4, dtype=torch.float64)
+    cand_err[::100] = 1e-3  # the candidate off there, by less than eager's usual error
+    c = _judged(eager_err, cand_err)
+    assert c.passed and "as a whole as accurate as eager" in c.as_a_whole and c.mismatches == 0
+
+
+def test_value_by_value_failures_stand_when_the_candidate_is_worse_as_a_whole():
+    n = 10_000
+    eager_err = torch.full((n,), 4e-4, dtype=torch.float64)
+    eager_err[::100] = 0.0
+    worse_max = torch.full((n,), 1e-5, dtype=torch.float64)
+    worse_max[::100] = 5e-2  # off by far more than eager ever is
+    assert not _judged(eager_err, worse_max).passed
+    spiky = torch.full((n,), 1e-4, dtype=torch.float64)
+    spiky[::100] = 5e-3  # eager: mostly close, a few values far off
+    worse_mean = torch.full((n,), 1e-3, dtype=torch.float64)  # under eager's largest error, 7x its mean
+    c = _judged(spiky, worse_mean)
+    assert not c.passed and not c.as_a_whole
