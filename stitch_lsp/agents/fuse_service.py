@@ -320,33 +320,35 @@ def uses_gemm_family(candidate: Candidate) -> bool:
 _NOT_THE_KERNEL = (VerdictStatus.NO_GPU, VerdictStatus.CANCELLED, VerdictStatus.TOO_LARGE, VerdictStatus.UNVERIFIABLE)
 
 
+def _refused_or_slow(verdict: Verdict, what: str, slower: str = "") -> str:
+    """Why a candidate is worth trying again another way: the Verifier did not pass it, or it ran slower
+    than eager. "" when neither (or when the verdict is about the task, not the kernel)."""
+    if verdict.status in _NOT_THE_KERNEL:
+        return ""
+    if not verdict.offerable:
+        return f"{what} did not pass the Verifier ({why_not_passed(verdict)})"
+    speedup = verdict.timing.speedup_vs_eager if verdict.timing else None
+    if speedup is not None and speedup < 1.0:
+        return f"{what} passed but ran at {speedup:.2f}x eager{slower}"
+    return ""
+
+
 def gemm_fallback_reason(candidate: Candidate, verdict: Verdict, gemm: GemmOptions) -> str:
     """Why ``auto``'s choice of the GEMM family is tried again with the GEMMs on cuBLAS: its candidate
     did not pass, or passed slower than eager (whose GEMM is cuBLAS's). "" when it is not (an explicit
     ``triton`` keeps the family, pass or fail)."""
-    if not (gemm.mode == "auto" and candidate.coder == "template" and uses_gemm_family(candidate)) \
-            or verdict.status in _NOT_THE_KERNEL:
+    if not (gemm.mode == "auto" and candidate.coder == "template" and uses_gemm_family(candidate)):
         return ""
-    if not verdict.offerable:
-        return f"its kernel did not pass the Verifier ({why_not_passed(verdict)})"
-    speedup = verdict.timing.speedup_vs_eager if verdict.timing else None
-    if speedup is not None and speedup < 1.0:
-        return f"its kernel passed but ran at {speedup:.2f}x eager, slower than cuBLAS"
-    return ""
+    return _refused_or_slow(verdict, "its kernel", ", slower than cuBLAS")
 
 
 def layout_fallback_reason(candidate: Candidate, verdict: Verdict) -> str:
     """Why a candidate with a convolution in channels-last is tried again in NCHW: the Verifier did not
     pass it (cuDNN's channels-last algorithm rounds otherwise than eager's, which TF32 makes visible),
     or it ran slower than eager. "" when it is not."""
-    if candidate.coder != "template" or not uses_channels_last(candidate.notes) or verdict.status in _NOT_THE_KERNEL:
+    if candidate.coder != "template" or not uses_channels_last(candidate.notes):
         return ""
-    if not verdict.offerable:
-        return f"it did not pass the Verifier ({why_not_passed(verdict)})"
-    speedup = verdict.timing.speedup_vs_eager if verdict.timing else None
-    if speedup is not None and speedup < 1.0:
-        return f"it passed but ran at {speedup:.2f}x eager"
-    return ""
+    return _refused_or_slow(verdict, "it")
 
 
 def _layout_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
