@@ -13,30 +13,25 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
          torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
 
 
 def median_ms(fn, reps: int = 15) -> float:
+    """CUDA-event median of ``fn`` with L2 flushed before each call (kernelbench_gpu_check's timer)."""
+    from kernelbench_gpu_check import _time
+
     flush = torch.empty(64 * 2**20, device="cuda")
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return _time(fn, flush, reps)
 
 
 def probe(path: Path) -> dict | None:
