@@ -56,8 +56,12 @@ def goals(report: BenchReport, coverage: dict[str, dict]) -> dict:
         slow = [f"{r.name} ({r.speedup_vs_compile:.2f}x: {r.reason or r.profile_note or 'no reason recorded'})"
                 for r in covered if r.correct and valid_speedup(r.speedup_vs_compile)
                 and r.speedup_vs_compile < COMPILE_FLOOR]
-        memory = [r for r in covered if r.correct and r.bound == "memory" and r.kernel_gbs]
+        # A GEMM's kernels can read "memory" in the profile (shared memory and L2 busier than the SMs' own
+        # pipes: DRAM at 5%) without moving the data a copy does: they are out, as from the speedup goals.
+        memory = [r for r in free if r.bound == "memory" and r.kernel_gbs]
         at_goal = [r for r in memory if (pct_of_copy(r, report.summary.copy_bandwidth_gbs) or 0) >= 100 * COPY_GOAL]
+        short = [f"{r.name} ({pct_of_copy(r, report.summary.copy_bandwidth_gbs) or 0:.0f}%: {r.profile_note[:120]})"
+                 for r in memory if r not in at_goal]
         out["levels"][str(level)] = {
             "tasks": len(rs) + len(not_run), "not_run": len(not_run),
             "errors": [f"{r.name} ({r.status}: {r.reason[:160]})" for r in rs if r.status in UNEXPLAINED],
@@ -68,6 +72,7 @@ def goals(report: BenchReport, coverage: dict[str, dict]) -> dict:
             "geomean_vs_compile": geomean(r.speedup_vs_compile for r in free),
             "below_floor_vs_compile": slow,
             "memory_bound_profiled": len(memory), "memory_bound_at_85pct": len(at_goal),
+            "memory_bound_short": short,
             "bench_seconds": sum(r.seconds for r in rs),
             "steps_seconds": steps_total(rs),
         }
@@ -101,7 +106,8 @@ def render(figures: dict, command: str) -> str:
                      f"{f['memory_bound_at_85pct']} of {f['memory_bound_profiled']} | {f['bench_seconds'] / 60:.1f} min |")
     f = figures["levels"]["all"]
     for title, items in (("Errors", f["errors"]), ("Covered, not correct", f["covered_not_correct"]),
-                         (f"Below {COMPILE_FLOOR}x torch.compile", f["below_floor_vs_compile"])):
+                         (f"Below {COMPILE_FLOOR}x torch.compile", f["below_floor_vs_compile"]),
+                         (f"Memory-bound, under {100 * COPY_GOAL:.0f}% of the copy bandwidth", f["memory_bound_short"])):
         if items:
             lines += ["", f"{title}:", ""] + [f"- {item}" for item in items]
     steps = f.get("steps_seconds") or {}

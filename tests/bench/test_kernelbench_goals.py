@@ -29,7 +29,8 @@ def _report() -> BenchReport:
                           speedup_vs_compile=compile_, seconds=30.0, **kw)
 
     results = [
-        ok("1_Gemm_tail", 1, 1.0, 0.9),                        # GEMM-bound: out of the speedup goals
+        # GEMM-bound: out of the speedup goals, and of the bandwidth goal though its profile reads "memory"
+        ok("1_Gemm_tail", 1, 1.0, 0.9, bound="memory", kernel_gbs=150.0),
         ok("2_Softmax", 1, 2.0, 1.5, bound="memory", kernel_gbs=2700.0),
         ok("3_Norm", 1, 1.5, 0.9, reason="two passes over a 2M-element row"),
         TaskResult(name="4_Scan", status="error", level=1, reason="the Verifier failed", seconds=1.0),
@@ -66,6 +67,7 @@ def test_goals_per_level_leave_out_gemm_bound_tasks_and_name_the_misses():
     assert [s.split(" ")[0] for s in one["below_floor_vs_compile"]] == ["1_Gemm_tail", "3_Norm"]
     assert "two passes" in one["below_floor_vs_compile"][1]
     assert (one["memory_bound_profiled"], one["memory_bound_at_85pct"]) == (1, 1)  # 2700 of 3000 GB/s
+    assert one["memory_bound_short"] == []
     # A crash is none of the five endings a task may have: it counts as an error, named with its reason.
     assert two["errors"] == ["8_Faulted (crashed: the kernel faulted)"]
     assert two["not_run"] == 1 and two["covered_not_correct"] == ["6_Wrong", "8_Faulted"] and two["tasks"] == 3
