@@ -14,8 +14,8 @@ from stitch_lsp.agents.fuse_service import fuse_task
 from stitch_lsp.agents.template_coder.conv_tail import uses_channels_last
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
-from stitch_lsp.verdict import Correctness, DeviceInfo, Trial, Verdict, VerdictStatus
-from tests.llm.verifiers import ScriptedVerifier, correct
+from stitch_lsp.verdict import Correctness, Trial, Verdict, VerdictStatus
+from tests.llm.verifiers import SplitVerifier, correct
 
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
@@ -46,12 +46,8 @@ def tf32_mismatch() -> Verdict:
                    correctness=Correctness(status="failed", trials=[trial], dtype="float32"))
 
 
-class Judge(ScriptedVerifier):
-    def __init__(self, channels_last: Verdict, nchw: Verdict):
-        super().__init__(judge=lambda c: channels_last if uses_channels_last(c.notes) else nchw)
-
-    def device_info(self) -> DeviceInfo:
-        return DeviceInfo(name="Stand-in GPU")
+def Judge(channels_last: Verdict, nchw: Verdict) -> SplitVerifier:  # noqa: N802 - reads as a class
+    return SplitVerifier(lambda c: uses_channels_last(c.notes), channels_last, nchw)
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,8 @@ from stitch_lsp.benchsuite import runner
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
-from stitch_lsp.verdict import Correctness, DeviceInfo, Trial, Verdict, VerdictStatus
-from tests.llm.verifiers import ScriptedVerifier, correct
+from stitch_lsp.verdict import Correctness, Trial, Verdict, VerdictStatus
+from tests.llm.verifiers import SplitVerifier, correct
 
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
@@ -40,9 +40,6 @@ def get_init_inputs():
     return []
 """
 
-DEVICE = DeviceInfo(name="Stand-in GPU")
-
-
 def large_trial_fails() -> Verdict:
     trial = Trial("adversarial-large", False, kind="adversarial", max_abs_err=0.0123, mismatches=2,
                   detail="seed 7; 2 of 131072 values off by more than atol=0.0001+rtol=0.0001·|ref|")
@@ -50,14 +47,9 @@ def large_trial_fails() -> Verdict:
                    correctness=Correctness(status="failed", trials=[trial], dtype="float32"))
 
 
-class Judge(ScriptedVerifier):
-    """Answers by the candidate: ``family`` for one with a GEMM-family kernel, ``cublas`` for one without."""
-
-    def __init__(self, family: Verdict, cublas: Verdict | None = None):
-        super().__init__(judge=lambda c: family if uses_gemm_family(c) else (cublas or correct(1.03)))
-
-    def device_info(self) -> DeviceInfo:
-        return DEVICE
+def Judge(family: Verdict, cublas: Verdict | None = None) -> SplitVerifier:  # noqa: N802 - reads as a class
+    """Answers ``family`` for a candidate with a GEMM-family kernel, ``cublas`` for one without."""
+    return SplitVerifier(uses_gemm_family, family, cublas or correct(1.03))
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from stitch_lsp.verify.nvcc_diagnostics import parse_nvcc_output, to_findings
 from stitch_lsp.verdict import (
     CompileResult,
     Correctness,
+    DeviceInfo,
     HackFlag,
     Timing,
     TimingStats,
@@ -53,6 +54,17 @@ class ScriptedVerifier:
             raise AssertionError("the verifier was called more often than the test scripted")
         step = self._script.pop(0)
         return step(candidate) if callable(step) else step
+
+
+class SplitVerifier(ScriptedVerifier):
+    """Answers ``yes`` for the candidates ``which`` holds for and ``no`` for the others, on a stand-in GPU:
+    a fallback's two candidates (the GEMM family's or not, channels-last or not) told apart."""
+
+    def __init__(self, which: Callable[[Candidate], bool], yes: Verdict, no: Verdict):
+        super().__init__(judge=lambda c: yes if which(c) else no)
+
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo(name="Stand-in GPU")
 
 
 def nvcc_compile(candidate: Candidate) -> CompileResult:
