@@ -5,6 +5,9 @@
     # on the GPU machine: load each candidate, compare with eager on fresh inputs, time both
     PYTHONPATH=. python bench/kernelbench_gpu_check.py check OUT/ [--budget-s 150] [--json R.json]
 
+``generate --set reduction_kernels.ARG_LOADS=8 --suffix @loads8`` (a Python literal) writes the candidates with one of the template
+Coder's module constants changed, under names ending in the suffix: variants to time side by side in one check.
+
 Not the Verifier (``stitch bench`` is): one seed plus a NaN / Inf case, eager's default tolerance for the
 dtype, the medians of interleaved CUDA-event timings (L2 flushed between calls) and the copy bandwidth
 measured in the same run. It exists to check many tasks in a little GPU time: generating candidates, the
@@ -14,6 +17,7 @@ slow part on the CPU, happens before, elsewhere.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import math
 import re
@@ -33,12 +37,19 @@ def _number(path: Path) -> int:
     return int(m.group(1)) if m else 0
 
 
-def generate(directory: Path, out: Path, only: list[str]) -> int:
+def generate(directory: Path, out: Path, only: list[str], settings: list[str] = (), suffix: str = "") -> int:
+    import importlib
+
     from stitch_lsp.agents.planner import make_plan
     from stitch_lsp.agents.template_coder import TemplateCoder
     from stitch_lsp.pipeline import Task
     from stitch_lsp.worker.trace_handler import trace_task
 
+    for setting in settings:
+        target, value = setting.split("=", 1)
+        module, attr = target.rsplit(".", 1)
+        mod = importlib.import_module(f"stitch_lsp.agents.template_coder.{module}")
+        setattr(mod, attr, ast.literal_eval(value))
     out.mkdir(parents=True, exist_ok=True)
     level = re.search(r"level_?(\d+)", str(directory))
     manifest = json.loads((out / "manifest.json").read_text()) if (out / "manifest.json").exists() else {}
@@ -46,7 +57,7 @@ def generate(directory: Path, out: Path, only: list[str]) -> int:
         if only and not any(path.stem.startswith(o) for o in only):
             continue
         source = path.read_text()
-        name = f"L{level.group(1) if level else 0}_{path.stem}"
+        name = f"L{level.group(1) if level else 0}_{path.stem}{suffix}"
         reply = trace_task(source)
         if not reply.ok:
             manifest[name] = {"status": "trace failed", "why": reply.message}
@@ -220,6 +231,8 @@ def main() -> int:
     g.add_argument("dir", type=Path)
     g.add_argument("out", type=Path)
     g.add_argument("--only", default="")
+    g.add_argument("--set", action="append", default=[], help="MODULE.CONSTANT=VALUE of the template Coder")
+    g.add_argument("--suffix", default="")
     c = sub.add_parser("check")
     c.add_argument("out", type=Path)
     c.add_argument("--budget-s", type=float, default=150.0)
@@ -228,7 +241,7 @@ def main() -> int:
     args = parser.parse_args()
     only = [o for o in args.only.split(",") if o]
     if args.cmd == "generate":
-        return generate(args.dir, args.out, only)
+        return generate(args.dir, args.out, only, args.set, args.suffix)
     return check(args.out, args.budget_s, args.json, only)
 
 

@@ -38,10 +38,11 @@ def _body(spec) -> str:
 
 
 def test_groupnorm_on_hopper_reads_each_row_once_held_by_a_cluster():
-    # 512 rows of 81920: too long for one block's registers, not for a cluster of 4 blocks (sm_90).
+    # 512 rows of 81920: too long for one block's registers, not for a cluster of 8 blocks of 512 threads
+    # (sm_90), two blocks an SM.
     spec = _kernel("norm_groupnorm_silu_bf16")
     body = _body(spec)
-    assert "__cluster_dims__(4, 1, 1)" in body and "holding it in registers" in spec.note
+    assert "__cluster_dims__(8, 1, 1) __launch_bounds__(512, 2)" in body and "holding it in registers" in spec.note
     assert not re.findall(r"for \(int it = ", body)  # no loop over the row: each element loaded once
     assert len(re.findall(r"stitch_ldv<8>\(in0 \+ c\d", body)) == 3  # a block's 20480 values, 8 a thread a time
     # The statistics in one pass: each block's moments, merged over the cluster through distributed shared memory.

@@ -129,17 +129,37 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # Positions of the largest / smallest along a middle dim with many ties, columns that start with -inf
+    # and one that is -inf all the way down: the first position wins, as in eager.
+    "arg-ties": """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.argmax(x, dim=0), torch.argmin(-x, dim=0), torch.argmax(x.view(4, 10, 33), dim=1)
+
+def get_inputs():
+    x = torch.randint(0, 3, (40, 33)).float()
+    x[0, ::2] = -float("inf")
+    x[:, 5] = -float("inf")
+    return [x]
+
+def get_init_inputs():
+    return []
+""",
     "scans": """
 class Model(nn.Module):
-    def forward(self, x, mask):
+    def forward(self, x, mask, w):
         forward_sum = torch.cumsum(x * mask, dim=-1)
         backward_sum = torch.cumsum(x.flip(-1), dim=-1).flip(-1)
         exclusive = torch.cat((torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], dim=1)), dim=1)
-        running_product = torch.cumprod(x.view(4, 6, 10) * 0.5 + 1.0, dim=1)
-        return forward_sum, backward_sum, exclusive, running_product
+        running_product = torch.cumprod(x.view(4, 6, 40) * 0.5 + 1.0, dim=1)
+        # Placed three along, after ones: each lane stores the value three lanes below it (the chunk before's).
+        after_ones = torch.cat((torch.ones_like(x[:, :3]), torch.cumsum(x[:, :-3] * 2.0, dim=1)), dim=1) + 1.0
+        # More rows than elements: a chunk of 32, one element a lane; each lane stores its neighbour's value.
+        exclusive_short = torch.cat((torch.zeros_like(w[:, :1]), torch.cumsum(w[:, :-1], dim=1)), dim=1)
+        return forward_sum, backward_sum, exclusive, running_product, after_ones, exclusive_short
 
 def get_inputs():
-    return [torch.randn(24, 10), torch.rand(24, 10) > 0.5]
+    return [torch.randn(24, 40), torch.rand(24, 40) > 0.5, torch.randn(64, 20)]
 
 def get_init_inputs():
     return []
@@ -286,6 +306,11 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
     if mode == "cluster":
         assert any("__cluster_dims__(2" in k.source for k in program.kernels), [k.note for k in program.kernels]
     monkeypatch.setattr(host, "_driver", rows._driver)
+    if name == "scans":  # the exclusive scans of short rows store whole lines, shifted through the warp
+        notes = [k.note for k in program.kernels]
+        assert any("stored from 1 element back" in n for n in notes), notes
+        assert any("stored from 3 elements back" in n for n in notes), notes
+        assert any("chunks of 32 (1 a lane)" in n and "stored from 1 element back" in n for n in notes), notes
     if name in PLACED:  # one kernel a scan: the flip or cat after it is its store, not a kernel of its own
         assert len(program.kernels) == PLACED[name], [k.note for k in program.kernels]
         assert all("stored" in k.note for k in program.kernels), [k.note for k in program.kernels]
