@@ -103,7 +103,9 @@ def profile(settings: Settings, job: VerifyJob, workdir: Path, *, cancel: Cancel
             notes.append(f"{role}: not profiled (out of time)")
             continue
         result = job_path.with_name(f"profile-{role}.json")
-        cmd = [ncu, *sum((["--section", s] for s in NCU_SECTIONS), []), "--nvtx", "--nvtx-include",
+        # Clocks as the timed runs and the copy bandwidth see them: ncu's default locks them to base, which
+        # slows latency-bound kernels by a few percent against figures measured beside them.
+        cmd = [ncu, "--clock-control", "none", *sum((["--section", s] for s in NCU_SECTIONS), []), "--nvtx", "--nvtx-include",
                f"stitch_{role}/", "--launch-count", str(MAX_PROFILED_KERNELS), "--csv", "--page", "details",
                "--print-units", "base", "--print-details", "all",
                *_target(settings, job_path, role, result, small=False)]

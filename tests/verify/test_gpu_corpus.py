@@ -192,6 +192,8 @@ def test_profile_has_candidate_and_reference_kernels(verifier):
     ref = [k for k in v.profile.kernels if k.role == "reference"]
     assert cand and "relu_scale" in cand[0].name and cand[0].duration_us and cand[0].dram_throughput_pct
     assert ref, v.profile.message
+    # Kernel times at the clocks of the timed runs (not locked to base), to set beside them.
+    assert "--clock-control none" in v.profile.command
     print(v.profile.kernels)
 
 
