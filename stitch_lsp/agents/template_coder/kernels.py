@@ -323,11 +323,15 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({w.signature()}) 
                       note=f"{len(group.nodes)} ops, {domain} elements, {w.vec}-wide, {unroll} chunks/thread")
 
 
+WINDOW_PER_THREAD = None  # outputs a thread of a pooling kernel takes (None: as a pointwise kernel would)
+WINDOW_THREADS = None
+
+
 def window_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
     """Pooling (with the pointwise work before and after it): a thread per output element, neighbouring
     threads on neighbouring outputs, so each step of the window loop is one coalesced load across a warp
     (the windows' overlap is served by L1); the input is read once from memory, the output written once."""
-    spec = pointwise_kernel(group, index, name, vec=1)
+    spec = pointwise_kernel(group, index, name, vec=1, per_thread=WINDOW_PER_THREAD, threads=WINDOW_THREADS)
     pools = [index[n] for n in group.nodes if op_table.classify(index[n].op, index[n].dtype) == "window"]
     spec.kind = "window"
     spec.note = (", ".join(f"{op_table.short(p.op)} {list(index[p.refs()[0]].shape)} -> {list(p.shape)}" for p in pools)
