@@ -18,6 +18,9 @@ are placed in the output by a flip along the scanned dimension (a reverse scan:
 ``flip(cumsum(flip(x)))``) or a ``cat`` along it (an exclusive scan: zeros, then the scan of all but
 the last element), the kernel stores each running value at its place in the output and writes the
 cat's other parts itself: the tensor is read once and written once, the scan's association unchanged.
+Where the cat places the scan a few elements along (less than a chunk, not a whole lane's run), each
+lane stores the outputs at its own positions and takes their values through a shuffle from the lane
+that many elements back (the chunk before's, for the first lanes), so a warp's stores cover whole lines.
 An epilogue that reads the scan at another element in any other way runs as a separate kernel.
 """
 
