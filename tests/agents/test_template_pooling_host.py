@@ -8,6 +8,8 @@ Kernels run as tests/agents/test_template_pointwise_host.py runs them (every thr
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -93,6 +95,35 @@ def test_pooling_kernel_matches_eager_on_the_host(name, tmp_path, monkeypatch):
     assert any(k.kind == "window" for k in program.kernels)
     monkeypatch.setattr(host, "_driver", rows._driver)  # warps and barriers, for the reduction after a pool
     host.check_against_eager(source, program, ("random", "nan", "inf"), tmp_path)
+
+
+RARE_EDGES = HEAD + """
+
+class Model(nn.Module):
+    def forward(self, x):
+        return F.max_pool1d(x, 3, 1, 1) * 0.5 + F.avg_pool1d(x, 5, 1, 2, count_include_pad=False)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 1024)]
+"""
+
+
+def test_interior_windows_skip_the_checks_where_few_warps_hold_an_edge_window(tmp_path, monkeypatch):
+    from stitch_lsp.worker.trace_handler import trace_task
+
+    # Rows of 1024 outputs, an edge window at each end: one warp in 16 holds one. Each pool tests its window's
+    # ends once, then runs an unchecked loop or the checked one; both agree with eager, NaN and Inf included.
+    program = lower(trace_task(RARE_EDGES).graph)
+    body = next(k.source for k in program.kernels if k.kind == "window").split('extern "C"')[1]
+    assert len(re.findall(r"if \(s\d+ >= 0 && s\d+ \+ \d < 1024\) \{", body)) == 2, body
+    assert len(re.findall(r"if \(h\d+ >= 0 && h\d+ < 1024\)", body)) == 2, body  # the checked loops
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(RARE_EDGES, program, ("random", "nan", "inf"), tmp_path)
+    # Small rows of stride-2 windows: a quarter of the warps would run both loops, so only the checked one runs.
+    common = lower(trace_task(_source("avg2d-ceil-include-pad")).graph)
+    body = next(k.source for k in common.kernels if k.kind == "window").split('extern "C"')[1]
+    assert not re.findall(r"if \(s\d+ >= 0", body) and re.findall(r"if \(h\d+ >= 0", body), body
 
 
 INDICES = HEAD + """
