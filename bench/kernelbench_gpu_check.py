@@ -5,8 +5,9 @@
     # on the GPU machine: load each candidate, compare with eager on fresh inputs, time both
     PYTHONPATH=. python bench/kernelbench_gpu_check.py check OUT/ [--budget-s 150] [--json R.json]
 
-``generate --set reduction_kernels.ARG_LOADS=8 --suffix @loads8`` (a Python literal) writes the candidates with one of the template
-Coder's module constants changed, under names ending in the suffix: variants to time side by side in one check.
+``generate --set "reduction_kernels.CLUSTER_THREADS=(1024,)" --suffix @t1024`` (the value a Python literal) writes
+the candidates with one of the template Coder's module constants changed, under names ending in the suffix:
+variants to time side by side in one check.
 
 Not the Verifier (``stitch bench`` is): one seed plus a NaN / Inf case, eager's default tolerance for the
 dtype, the medians of interleaved CUDA-event timings (L2 flushed between calls) and the copy bandwidth

@@ -14,8 +14,8 @@ from stitch_lsp.agents.fuse_service import fuse_task
 from stitch_lsp.agents.template_coder.conv_tail import uses_channels_last
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
-from stitch_lsp.verdict import Correctness, Trial, Verdict, VerdictStatus
-from tests.llm.verifiers import SplitVerifier, correct
+from stitch_lsp.verdict import Verdict
+from tests.llm.verifiers import SplitVerifier, correct, large_trial_failed
 
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
@@ -39,13 +39,6 @@ def get_init_inputs():
 """
 
 
-def tf32_mismatch() -> Verdict:
-    trial = Trial("adversarial-large", False, kind="adversarial", max_abs_err=0.7, mismatches=33,
-                  detail="33 of 65536 values off by more than atol=0.0001+rtol=0.0001·|ref|")
-    return Verdict(VerdictStatus.INCORRECT, summary="incorrect: 1 of 10 checks failed; first: adversarial-large",
-                   correctness=Correctness(status="failed", trials=[trial], dtype="float32"))
-
-
 def Judge(channels_last: Verdict, nchw: Verdict) -> SplitVerifier:  # noqa: N802 - reads as a class
     return SplitVerifier(lambda c: uses_channels_last(c.notes), channels_last, nchw)
 
@@ -64,7 +57,7 @@ def fuse(tmp_path, verifier):
 
 
 def test_a_channels_last_candidate_the_verifier_rejects_gives_way_to_nchw(tmp_path):
-    verifier = Judge(tf32_mismatch(), correct(1.3))
+    verifier = Judge(large_trial_failed(0.7, 33, 65536), correct(1.3))
     outcome = fuse(tmp_path, verifier)
     first, second = verifier.seen
     assert uses_channels_last(first.notes) and not uses_channels_last(second.notes)
@@ -86,6 +79,6 @@ def test_a_channels_last_candidate_that_passes_and_wins_stays(tmp_path):
 
 
 def test_when_nchw_fails_too_the_first_judgement_stands_and_both_reasons_are_given(tmp_path):
-    outcome = fuse(tmp_path, Judge(tf32_mismatch(), tf32_mismatch()))
+    outcome = fuse(tmp_path, Judge(large_trial_failed(0.7, 33, 65536), large_trial_failed(0.7, 33, 65536)))
     assert not outcome.offerable and uses_channels_last(outcome.candidate.notes)
     assert "in NCHW: failed adversarial-large" in outcome.message

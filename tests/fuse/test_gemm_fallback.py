@@ -15,8 +15,8 @@ from stitch_lsp.benchsuite import runner
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
-from stitch_lsp.verdict import Correctness, Trial, Verdict, VerdictStatus
-from tests.llm.verifiers import SplitVerifier, correct
+from stitch_lsp.verdict import Trial, Verdict, VerdictStatus
+from tests.llm.verifiers import SplitVerifier, correct, large_trial_failed
 
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
@@ -39,13 +39,6 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
-
-def large_trial_fails() -> Verdict:
-    trial = Trial("adversarial-large", False, kind="adversarial", max_abs_err=0.0123, mismatches=2,
-                  detail="seed 7; 2 of 131072 values off by more than atol=0.0001+rtol=0.0001·|ref|")
-    return Verdict(VerdictStatus.INCORRECT, summary="incorrect: 1 of 10 checks failed; first: adversarial-large",
-                   correctness=Correctness(status="failed", trials=[trial], dtype="float32"))
-
 
 def Judge(family: Verdict, cublas: Verdict | None = None) -> SplitVerifier:  # noqa: N802 - reads as a class
     """Answers ``family`` for a candidate with a GEMM-family kernel, ``cublas`` for one without."""
@@ -72,7 +65,7 @@ def fuse(tmp_path, verifier, **kw):
 
 
 def test_a_failing_gemm_family_candidate_falls_back_to_cublas_and_says_why(tmp_path):
-    verifier = Judge(large_trial_fails())
+    verifier = Judge(large_trial_failed(0.0123, 2, 131072))
     outcome = fuse(tmp_path, verifier)
     first, second = verifier.seen
     assert uses_gemm_family(first) and not uses_gemm_family(second)  # both judged, the family's first
@@ -103,16 +96,16 @@ def test_no_fallback_when_the_family_passes_or_was_asked_for_or_nothing_could_ru
     assert len(verifier.seen) == 1 and "No CUDA device" in outcome.message
 
     monkeypatch.setenv("STITCH_GEMM", "triton")  # asked for explicitly: the family, pass or fail
-    verifier = Judge(large_trial_fails())
+    verifier = Judge(large_trial_failed(0.0123, 2, 131072))
     outcome = fuse(tmp_path, verifier)
     assert len(verifier.seen) == 1 and not outcome.offerable and not outcome.gemm_fallback
     assert "not offered" in outcome.message
 
 
 def test_when_both_fail_the_message_gives_both_reasons(tmp_path):
-    cublas_wrong = large_trial_fails()
+    cublas_wrong = large_trial_failed(0.0123, 2, 131072)
     cublas_wrong.correctness.trials[0] = Trial("seed-1", False, max_abs_err=0.5, detail="4096 of 131072 values off")
-    outcome = fuse(tmp_path, Judge(large_trial_fails(), cublas_wrong))
+    outcome = fuse(tmp_path, Judge(large_trial_failed(0.0123, 2, 131072), cublas_wrong))
     assert not outcome.offerable and uses_gemm_family(outcome.candidate)  # the first judgement stands
     assert "failed adversarial-large" in outcome.message and "failed seed-1" in outcome.message
     assert (tmp_path / ".stitch" / "tasks" / outcome.task.key() / "gemm_cublas" / "verdict.json").exists()
@@ -122,7 +115,7 @@ def test_the_bench_row_is_the_judged_candidate_and_notes_the_fallback(tmp_path, 
     path = tmp_path / "gemm_softmax_fp32.py"
     path.write_text(SOURCE)
     monkeypatch.setattr(runner._state, "workdir", tmp_path / "work")
-    monkeypatch.setattr(runner._state, "verifier", runner.OptionsVerifier(Judge(large_trial_fails()), profile="none"))
+    monkeypatch.setattr(runner._state, "verifier", runner.OptionsVerifier(Judge(large_trial_failed(0.0123, 2, 131072)), profile="none"))
     result, detail = runner.run_task(BenchTask(name=path.stem, path=str(path)), Settings(), "template",
                                      fuse_service.CancelToken(), lambda e: None)
     assert result.status == "correct" and result.speedup_vs_eager == pytest.approx(1.03)

@@ -107,6 +107,15 @@ def incorrect(failed: dict[str, float]) -> Verdict:
                                            dtype="float32"))
 
 
+def large_trial_failed(max_abs_err: float, mismatches: int, numel: int) -> Verdict:
+    """Every check passed but the adversarial-large trial, a few values off: how a GEMM or convolution that
+    rounds otherwise than eager's fails (a fallback's cue)."""
+    trial = Trial("adversarial-large", False, kind="adversarial", max_abs_err=max_abs_err, mismatches=mismatches,
+                  detail=f"{mismatches} of {numel} values off by more than atol=0.0001+rtol=0.0001·|ref|")
+    return Verdict(VerdictStatus.INCORRECT, summary="incorrect: 1 of 10 checks failed; first: adversarial-large",
+                   correctness=Correctness(status="failed", trials=[trial], dtype="float32"))
+
+
 def correct(speedup: float, *, eager_ms: float = 0.030) -> Verdict:
     return Verdict(VerdictStatus.CORRECT, summary=f"correct, {speedup:.2f}x over eager",
                    compile=CompileResult(ok=True, backend="nvrtc"),

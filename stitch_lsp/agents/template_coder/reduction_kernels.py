@@ -283,21 +283,18 @@ def _slots(a: _Analysis, index: dict[str, OpNode], r: str) -> int:
 
 
 def cluster_for(rows: int, row_len: int, vec: int, *, passes: int = 1, full_outputs: bool = True,
-                blocks: int = 0, streamed: bool = True, threads: int | None = None,
-                elems: int | None = None) -> Split | None:
+                blocks: int = 0, streamed: bool = True, threads: int | None = None) -> Split | None:
     """A cluster of 2 to 8 blocks per row where one block cannot hold a row in registers but a cluster can,
     and reading the row once (every block of the cluster holding its part) costs less than the unsplit
     kernel's passes over it, counted as in ``split_for``."""
     if not streamed:
         return None
-    elems = elems or CLUSTER_ROW_ELEMS
-
     def chunk_of(parts: int) -> int:
         return math.ceil(math.ceil(row_len / parts) / vec) * vec
 
-    # The first block size (in CLUSTER_THREADS' order) whose threads hold a part of at most ELEMS elements each.
+    # The first block size (in CLUSTER_THREADS' order) whose threads each hold at most CLUSTER_ROW_ELEMS of a part.
     fits = [(t, parts) for t in ((threads,) if threads else CLUSTER_THREADS) for parts in (2, 4, CLUSTER_MAX)
-            if math.ceil(chunk_of(parts) / vec / t) * vec <= elems]
+            if math.ceil(chunk_of(parts) / vec / t) * vec <= CLUSTER_ROW_ELEMS]
     if not fits:
         return None
     threads, parts = fits[0]
