@@ -85,6 +85,26 @@ def _sm(tensor):
     return 10 * major + minor
 
 
+# ATen overloads called through torch's generated Python bindings, which parse their arguments in C++:
+# torch.ops' generic path costs a few microseconds more a call, and each call before the first launch is
+# time the GPU sits idle. Each one runs the same overload with the same arguments.
+_DIRECT = {
+    "aten.addmm.default": torch.addmm, "aten.mm.default": torch.mm, "aten.bmm.default": torch.bmm,
+    "aten.baddbmm.default": torch.baddbmm, "aten.permute.default": torch.permute, "aten.t.default": torch.t,
+    "aten.transpose.int": torch.transpose, "aten.view.default": torch.Tensor.view, "aten.cat.default": torch.cat,
+    "aten.unsqueeze.default": torch.unsqueeze, "aten.convolution.default": torch.convolution,
+}
+
+
+def _aten(op):
+    fn = _DIRECT.get(op)
+    if fn is None:
+        fn = torch.ops
+        for part in op.split("."):
+            fn = getattr(fn, part)
+    return fn
+
+
 def _value(v, env, device):
     if isinstance(v, dict):
         if "$" in v:
@@ -153,9 +173,7 @@ class _Prepared:
                 if op == "getitem":
                     self.steps.append(["getitem", step["name"], step["args"][0]["$"], step["args"][1]])
                     continue
-                fn = torch.ops
-                for part in op.split("."):
-                    fn = getattr(fn, part)
+                fn = _aten(op)
                 if step.get("layout"):
                     # A convolution run in channels-last: its input and weight in that format, so cuDNN
                     # takes its NHWC kernels and returns the output in it.
