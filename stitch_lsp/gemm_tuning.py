@@ -69,5 +69,6 @@ class TuneReply:
 
 
 def tile_label(tile: list[int]) -> str:
-    bm, bn, bk, group_m, warps, stages = tile
-    return f"{bm}x{bn}x{bk}/g{group_m}/w{warps}/s{stages}"
+    bm, bn, bk, group_m, warps, stages = tile[:6]
+    persistent = f"/p{tile[6]}" if len(tile) > 6 and tile[6] else ""
+    return f"{bm}x{bn}x{bk}/g{group_m}/w{warps}/s{stages}{persistent}"

@@ -66,6 +66,11 @@ INTERPRETED = [
     # Row reductions over N, fused when one tile spans a row: softmax, logsumexp, mean / max (not keepdim).
     ("softmax_fp16_in_fp32", "return torch.softmax(self.lin(x).float() * 2.0, dim=-1)", dict(dtype="float16", n=72)),
     ("logsumexp_then_gelu", "return F.gelu(torch.logsumexp(self.lin(x), dim=1, keepdim=True))", {}),
+    # Persistent: 3 programs loop over 4 x 3 tiles of 16 x 32, K = 40 in masked steps of 16.
+    ("persistent_gelu_bias_odd_sizes", "return F.gelu(self.lin(x)) * self.scale",
+     dict(m=50, k=40, n=70, tile=[16, 32, 16, 8, 4, 2, 3])),
+    ("persistent_swiglu_fp16", "return F.silu(self.lin(x)) * self.up(x)",
+     dict(dtype="float16", tile=[32, 16, 16, 8, 4, 2, 5])),
     ("row_mean_and_max", "y = torch.relu(self.lin(x))\n        return y.mean(dim=-1), y.amax(dim=-1, keepdim=True) - y",
      dict(n=40)),
 ]
@@ -79,8 +84,18 @@ def run_case(body: str, kw: dict) -> dict:
     from stitch_lsp.agents.template_coder import candidate_module, lower
     from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
 
+    from stitch_lsp.agents.template_coder import gemm_tiles
+
+    kw = dict(kw)
+    tile = kw.pop("tile", None)
     t, graph = task(body, **kw)
-    program = lower(graph, GemmOptions(mode="triton"))
+    table_tile = gemm_tiles.table_tile
+    if tile is not None:  # the tile a tuning run would have cached
+        gemm_tiles.table_tile = lambda spec: list(tile)
+    try:
+        program = lower(graph, GemmOptions(mode="triton"))
+    finally:
+        gemm_tiles.table_tile = table_tile
     module = types.ModuleType("candidate")
     exec(compile(candidate_module(t, program), "candidate", "exec"), module.__dict__)
     torch.manual_seed(0)

@@ -206,7 +206,6 @@ def kernel_source(spec: GemmSpec, name: str) -> str:
     dot_opts = f', input_precision="{spec.precision}"' if spec.precision else ""
     body: list[str] = []
     e = body.append
-    e("pid = tl.program_id(0)")
     e("num_m = (M + BM - 1) // BM")
     e("num_n = (N + BN - 1) // BN")
     e("per_group = GROUP_M * num_n")
@@ -263,19 +262,29 @@ def kernel_source(spec: GemmSpec, name: str) -> str:
             stores.append(f"tl.store({outs[i]} + rm, {stored}, mask=rm < M)")  # one value per row
         else:
             stores.append(f"tl.store({outs[i]} + rm * N + rn, {stored}, mask=mask)")
-    lines = ["    " + line for line in body] + epi.lines + ["    " + s for s in stores]
+    tile = ["    " + line for line in body] + epi.lines + ["    " + s for s in stores]
+    # PROGRAMS = 0: one program a tile. Otherwise PROGRAMS programs (the grid) loop over the tiles, and
+    # the flattened loop lets Triton pipeline the next tile's first loads under this tile's epilogue:
+    # where K is short, the fill and the epilogue are much of a tile's time.
+    lines = (["    if PROGRAMS == 0:", "        pid = tl.program_id(0)"] + ["    " + line for line in tile]
+             + ["    else:", "        for pid in tl.range(tl.program_id(0), ((M + BM - 1) // BM) * ((N + BN - 1) // BN), "
+                "PROGRAMS, flatten=True):"] + ["        " + line for line in tile])
     signature = ", ".join(params + outs + ["M: tl.constexpr", "N: tl.constexpr", "K: tl.constexpr", "BM: tl.constexpr", "BN: tl.constexpr", "BK: tl.constexpr",
-                                           "GROUP_M: tl.constexpr"])
+                                           "GROUP_M: tl.constexpr", "PROGRAMS: tl.constexpr"])
     title = spec.describe()
     kernel = f"\n\n@triton.jit\ndef {name}({signature}):\n" + "\n".join(lines) + "\n"
     return HEADER.format(title=title) + helpers_for(kernel) + kernel
 
 
 def launch(spec: GemmSpec, tile: list[int]) -> tuple[list[int], dict[str, int], int, int]:
-    """(grid, constexpr arguments, num_warps, num_stages) for ``tile`` = [BM, BN, BK, GROUP_M, warps, stages]."""
-    bm, bn, bk, group_m, warps, stages = tile
-    grid = [math.ceil(spec.m / bm) * math.ceil(spec.n / bn), 1, 1]
-    meta = {"M": spec.m, "N": spec.n, "K": spec.k, "BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}
+    """(grid, constexpr arguments, num_warps, num_stages) for ``tile`` = [BM, BN, BK, GROUP_M, warps, stages]
+    and, for a persistent kernel, the number of programs that loop over the tiles."""
+    bm, bn, bk, group_m, warps, stages = tile[:6]
+    programs = tile[6] if len(tile) > 6 else 0
+    tiles = math.ceil(spec.m / bm) * math.ceil(spec.n / bn)
+    grid = [min(tiles, programs) if programs else tiles, 1, 1]
+    meta = {"M": spec.m, "N": spec.n, "K": spec.k, "BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m,
+            "PROGRAMS": programs}
     return grid, meta, warps, stages
 
 
@@ -297,7 +306,9 @@ def gemm_kernel(node):
     tile = spec.tile or table_tile(spec)
     grid, meta, warps, stages = launch(spec, tile)
     where = {"cache": "measured here", "table": "the default for its class"}.get(spec.tile_source, "the default")
-    note = (f"{spec.describe()}; tile {tile[0]}x{tile[1]}x{tile[2]}, {warps} warps, {stages} stages ({where})")
+    persistent = f", {grid[0]} persistent programs" if meta["PROGRAMS"] else ""
+    note = (f"{spec.describe()}; tile {tile[0]}x{tile[1]}x{tile[2]}, {warps} warps, {stages} stages{persistent} "
+            f"({where})")
     return KernelSpec(name=name, source=kernel_source(spec, name), kind="gemm", params=spec.kernel_inputs() + spec.outputs,
                       outputs=list(spec.outputs), grid=grid[0], block=32 * warps, note=note,
                       backend="triton",
