@@ -58,6 +58,12 @@ MODELS = {
     "pool-of-pool": ("return F.avg_pool2d(F.max_pool2d(x, 2), 2, 1, 1)", (1, 3, 10, 10), "float32", 1),
     # The value before the pool is returned too: it is written once, and the pool reads it back.
     "shared-prologue": ("y = x * 3.0\n        return y, F.max_pool2d(y, 3, 2, 1)", (2, 3, 7, 7), "float32", 2),
+    # Rows of more than 2048 outputs: the block stages its span of the input in shared memory (the padding
+    # at both ends, a tile cut short at the row's end, the row's coordinates from the block).
+    "max1d-staged-dilated": ("return F.max_pool1d(x, 8, 1, 4, 3)", (2, 3, 4200), "float32", 1),
+    "avg1d-staged-stride2-clipped": ("return torch.tanh(F.avg_pool1d(torch.relu(x) * 2.0 - 1.0, 5, 2, 2, "
+                                     "ceil_mode=True, count_include_pad=False) + 0.5)", (3, 8301), "float32", 1),
+    "max1d-staged-bf16": ("return F.max_pool1d(x, 3, 1, 1) * 0.5", (1, 2, 5000), "bfloat16", 1),
     # A sum of the pooled values: the pool, then a reduction kernel reading its output.
     "pool-then-sum": ("return F.avg_pool1d(x, 2).sum(dim=-1)", (3, 4, 12), "float32", 2),
 }
@@ -124,6 +130,22 @@ def test_interior_windows_skip_the_checks_where_few_warps_hold_an_edge_window(tm
     common = lower(trace_task(_source("avg2d-ceil-include-pad")).graph)
     body = next(k.source for k in common.kernels if k.kind == "window").split('extern "C"')[1]
     assert not re.findall(r"if \(s\d+ >= 0", body) and re.findall(r"if \(h\d+ >= 0", body), body
+
+
+def test_long_rows_stage_their_span_in_shared_memory_short_rows_take_a_thread_an_output():
+    from stitch_lsp.worker.trace_handler import trace_task
+
+    def window_source(name):
+        program = lower(trace_task(_source(name)).graph)
+        return next(k for k in program.kernels if k.kind == "window")
+
+    staged = window_source("max1d-staged-dilated")
+    assert "__shared__ float stg_span[" in staged.source and "__syncthreads();" in staged.source
+    assert staged.grid == 2 * 3 * 3 and staged.block == 256  # 4189 outputs a row: three tiles of 2048
+    # Coordinates once a block: no division by the row's length in a thread's outputs.
+    assert not re.findall(r"/ 4189\b|% 4189\b", staged.source)
+    short = window_source("max1d-dilated")
+    assert "stg_span" not in short.source
 
 
 INDICES = HEAD + """

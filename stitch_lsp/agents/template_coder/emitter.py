@@ -115,6 +115,20 @@ class Digit:
     shift: int = 0
 
 
+@define
+class Staged:
+    """A pool's input span staged by its block: ``array[i]`` holds the input at position ``first * stride -
+    padding + i`` of the block's row (-inf or 0 outside the input); ``coords``: the output element's coordinates
+    as the thread holds them (``pos``: its position along the pooled dimension)."""
+
+    array: str
+    first: str
+    pos: str
+    coords: list[str]
+    length: int  # the input's size along the pooled dimension
+    exact: bool = False  # the staged values are already of the pool's dtype (a max returns one of them)
+
+
 class Emitter:
     """Writes the statements that compute values of one fused group."""
 
@@ -149,6 +163,9 @@ class Emitter:
         # Index variables made from coordinates: var -> ((digit, stride), ...), offset (see Digit).
         self.forms: dict[str, tuple[tuple[tuple[Digit, int], ...], int]] = {}
         self.restore_loads: Callable[[Any], None] = lambda state: None
+        # A pool whose block stages its input span in shared memory (kernels.staged_window_kernel):
+        # pool node name -> the stage (see Staged); its window is read from there.
+        self.staged: dict[str, "Staged"] = {}
 
     def fresh(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -470,6 +487,8 @@ class Emitter:
         if ix == "row":
             raise Unsupported("pooling as a per-row value")
         win = pooling.window_of(node.op, node.args, node.kwargs)
+        if node.name in self.staged:
+            return self._staged_window(node, win, ix)
         src = self.index[node.args[0]["$"]]
         rank, nd = len(node.shape), win.dims
         if len(src.shape) != rank or rank < nd:
@@ -513,6 +532,37 @@ class Emitter:
             self.emit(f"const float {var} = {_round_to(acc, node.dtype)};")
             acc = var
         if win.how == "max" and self.exact_in.get(value) == node.dtype:
+            self.exact_in[acc] = node.dtype  # one of the inputs' values (or -inf): already of the output's dtype
+        return acc
+
+    def _staged_window(self, node: OpNode, win: pooling.Window, ix: str) -> str:
+        """The window of the output the thread holds, read from the block's stage: the same elements in the
+        same order as ``_window_loop``, padding as -inf (max) or 0 (sum), which leaves the result as skipping it."""
+        st = self.staged[node.name]
+        c = self._coords(ix, node.shape)
+        if [g.expr for g in c] != st.coords:
+            raise Unsupported("a staged pool read at another element than the one its thread holds")
+        k, s, d, p = win.kernel[-1], win.stride[-1], win.dilation[-1], win.padding[-1]
+        acc = self.fresh("w")
+        self.emit(f"float {acc} = {op_table.c_float('-inf') if win.how == 'max' else '0.f'};")
+        kv = self.fresh("k")
+        local = f"({st.pos} - {st.first})" + (f" * {s}" if s != 1 else "")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {kv} = 0; {kv} < {k}; ++{kv}) {{")
+        value = f"{st.array}[{local} + {kv}{f' * {d}' if d != 1 else ''}]"
+        self.emit(f"  {acc} = stitch_max_nan({acc}, {value});" if win.how == "max" else f"  {acc} += {value};")
+        self.emit("}")
+        if win.how == "avg":
+            start = self.fresh("s")
+            self.emit(f"const int {start} = {st.pos}{f' * {s}' if s != 1 else ''}{f' - {p}' if p else ''};")
+            trivial = pooling.Window(how="avg", kernel=(k,), stride=(s,), padding=(p,), dilation=(d,),
+                                     count_include_pad=win.count_include_pad, divisor_override=win.divisor_override)
+            acc = self._window_mean(acc, trivial, [start], [st.length], node.shape[-1:])
+        if node.dtype in ("bfloat16", "float16") and win.how == "avg" and node.name not in self.stored_only:
+            var = self.fresh()
+            self.emit(f"const float {var} = {_round_to(acc, node.dtype)};")
+            acc = var
+        if win.how == "max" and st.exact:
             self.exact_in[acc] = node.dtype  # one of the inputs' values (or -inf): already of the output's dtype
         return acc
 
