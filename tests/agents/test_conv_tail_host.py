@@ -97,8 +97,16 @@ def test_channels_last_convolution_and_transposed_tail_match_eager(case, tmp_pat
     program = _program(CASES[case])
     seen = _transposed(program)
     fmt = "channels_last_3d" if "conv3d" in case else "channels_last"
-    assert seen["conv"] == [fmt] and seen["kernels"] == [{"convolution": fmt}], program.notes
+    # The convolution runs without its bias; the tail kernel adds it as it reads the output.
+    assert seen["conv"] == [fmt] and seen["kernels"] == [{"convolution_nobias": fmt}], program.notes
     assert any("convolution in channels-last" in n for n in program.notes), program.notes
+    assert any("bias is added in the kernel that reads its output" in n for n in program.notes), program.notes
+    # Its input written in channels-last by the program's own transpose kernel (run here, on the host).
+    (conv,) = [s for s in program_data(program)["steps"] if s.get("layout")]
+    x_shape = [2, 2, 5, 6, 7] if "conv3d" in case else None
+    assert conv["convert"]["kernel"].startswith("stitch_layout_"), conv
+    if x_shape:
+        assert conv["convert"]["shape"] == [2, 5, 6, 7, 2]
     monkeypatch.setattr(host, "_driver", rows._driver)  # the tile's barrier needs every thread of a block
     host.check_against_eager(CASES[case], program, ("random", "nan"), tmp_path)
 
@@ -114,6 +122,50 @@ def test_tails_with_reductions_and_the_switch_keep_nchw(monkeypatch):
     program = _program(CASES["conv2d-bias-clamp-sigmoid"])
     assert _transposed(program) == {"conv": [], "kernels": []}
     assert any(f"{ENV} turns channels-last off" in n for n in program.notes), program.notes
+
+
+def test_the_bias_stays_in_a_convolution_whose_output_is_returned_and_a_bare_one_is_unchanged():
+    returned = _source("Conv2d(3, 5, 3)", "5, 1, 1", "y, torch.relu(y)", "torch.randn(2, 3, 9, 11)")
+    program = _program(returned)
+    (conv,) = [s for s in program_data(program)["steps"] if s.get("op") == "aten.convolution.default"]
+    assert conv["name"] == "convolution" and conv["args"][2] is not None
+    bare = _source("Conv2d(3, 5, 3, bias=False)", "5, 1, 1", "torch.relu(y + self.bias)", "torch.randn(2, 3, 9, 11)")
+    program = _program(bare)
+    assert not any("bias is added" in n for n in program.notes), program.notes
+
+
+def test_a_channel_reduction_after_a_biased_convolution_adds_the_bias_as_it_reads(tmp_path, monkeypatch):
+    softmax = _source("Conv2d(3, 5, 3)", "5, 1, 1", "torch.softmax(y * self.bias, dim=1)", "torch.randn(2, 3, 9, 11)")
+    program = _program(softmax)
+    steps = program_data(program)["steps"]
+    (conv,) = [s for s in steps if s.get("op") == "aten.convolution.default"]
+    assert conv["args"][2] is None
+    assert [s for s in steps if s.get("kernel")][0]["args"].count("convolution_nobias") == 1
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(softmax, program, ("random", "nan"), tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_input_transpose_copies_every_value_bit_for_bit(dtype, tmp_path, monkeypatch):
+    from stitch_lsp.agents.template_coder.conv_tail import input_kernel
+    from stitch_lsp.op_graph import OpNode
+
+    # 37 channels x 63 positions: partial tiles both ways; NaN payloads and -0.0 kept as they are.
+    x = OpNode(name="x", op="placeholder", shape=(2, 37, 7, 9), dtype=dtype)
+    conv = OpNode(name="conv", op="aten.convolution.default", args_json='[{"$": "x"}, {"$": "w"}, null]',
+                  shape=(2, 5, 5, 7), dtype=dtype)
+    spec = input_kernel(conv, {"x": x, "conv": conv}, "stitch_layout_0")
+    value = torch.randn(2, 37, 7, 9).to(getattr(torch, dtype))
+    value.view(-1)[[3, 50, 400]] = torch.tensor([float("nan"), -0.0, float("inf")]).to(value.dtype)
+    env = {"x": value}
+    out = spec.outputs[0]
+    step = {"kernel": spec.name, "args": ["x"], "grid": spec.grid, "block": spec.block,
+            "outputs": [[out, list(spec.scratch[out][0]), dtype]]}
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host._run_kernel(step, spec.source, env, tmp_path)
+    want = value.permute(0, 2, 3, 1).contiguous()
+    bits = torch.int32 if dtype == "float32" else torch.int16
+    assert env[out].shape == want.shape and torch.equal(env[out].view(bits), want.view(bits))
 
 
 def test_plan_says_which_layout_runs():
@@ -133,6 +185,7 @@ class _HostKernel:
     tensors' memory as the GPU kernel would, whatever their layout."""
 
     def __init__(self, source: str, name: str, tmp: Path) -> None:
+        self.kind = name.split("_")[1]  # stitch_layout_N, stitch_fused_N
         sig = re.search(rf"{name}\((.*?)\) \{{", source).group(1)
         types = [p.rsplit("__restrict__", 1)[0].strip() for p in sig.split(", ")]
         args = ", ".join(f"({t})p[{k}]" for k, t in enumerate(types))
@@ -226,4 +279,5 @@ def test_generated_module_runs_the_convolution_in_channels_last_and_sees_weight_
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert spy.conv_layouts == [(True, True)] * 4
     assert spy.weight_copies == 2, "the weight is converted once per value"
-    assert [k.launches for k in kernels] == [4]
+    # The input's transpose into channels-last, then the tail, each loaded once and launched every call.
+    assert [(k.kind, k.launches) for k in kernels] == [("layout", 4), ("fused", 4)]

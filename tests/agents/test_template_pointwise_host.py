@@ -181,6 +181,16 @@ def _run_program(prog: dict, tensors: list, tmp: Path):
         args = _value(step["args"], env)
         if step.get("layout"):  # a convolution run in channels-last, as the binding runs it
             layout = getattr(torch, step["layout"])
+            convert = step.get("convert")
+            if convert is not None and args[0].is_contiguous():  # the program's own kernel writes the input
+                env["convert_in"] = args[0]
+                _run_kernel({"kernel": convert["kernel"], "args": ["convert_in"], "grid": convert["grid"],
+                             "block": convert["block"],
+                             "outputs": [["convert_out", convert["shape"], str(args[0].dtype).replace("torch.", "")]]},
+                            prog["sources"][convert["kernel"]], env, tmp)
+                rank = len(convert["shape"])
+                args[0] = env["convert_out"].permute(0, rank - 1, *range(1, rank - 1))
+                assert args[0].is_contiguous(memory_format=layout)
             args[0], args[1] = args[0].contiguous(memory_format=layout), args[1].contiguous(memory_format=layout)
         env[step["name"]] = fn(*args, **_value(step["kwargs"], env))
     outs = [env[o] for o in prog["outputs"]]

@@ -127,6 +127,23 @@ def _ready(t, layout=None):
     return t
 
 
+def _in_layout(x, convert):
+    # The convolution's NCHW input written in channels-last by the program's own tiled transpose (torch's
+    # copy of a permuted tensor runs well short of the bandwidth): the same values, the same strides.
+    name, source, grid, block, shape, kernel = convert
+    rank = len(shape)
+    out = torch.empty(shape, dtype=x.dtype, device=x.device).permute(0, rank - 1, *range(1, rank - 1))
+    if kernel is not None:
+        kernel.launch_pointers(grid, block, [x.data_ptr(), out.data_ptr()])
+        return out
+    kernel = _KERNELS.get(source)
+    if kernel is None:
+        kernel = _KERNELS[source] = load_kernel(source, name)
+    kernel(grid, block, [x, out])
+    convert[5] = kernel
+    return out
+
+
 def _version(t):
     try:
         return t._version
@@ -177,8 +194,12 @@ class _Prepared:
                 if step.get("layout"):
                     # A convolution run in channels-last: its input and weight in that format, so cuDNN
                     # takes its NHWC kernels and returns the output in it.
+                    convert = step.get("convert")
+                    if convert is not None:  # [kernel name, source, grid, block, output shape, the loaded kernel]
+                        convert = [convert["kernel"], data["sources"][convert["kernel"]], (convert["grid"], 1, 1),
+                                   (convert["block"], 1, 1), tuple(convert["shape"]), None]
                     self.steps.append(["layout", step["name"], fn, step["args"], step["kwargs"],
-                                       getattr(torch, step["layout"]), [None, None, None]])
+                                       getattr(torch, step["layout"]), [None, None, None], convert])
                     continue
                 self.steps.append(["op", step["name"], fn, step["args"], step["kwargs"]])
                 continue
@@ -221,9 +242,12 @@ class _Prepared:
             elif kind == "op":
                 env[step[1]] = step[2](*_value(step[3], env, device), **_value(step[4], env, device))
             elif kind == "layout":
-                _, name, fn, arg_spec, kw_spec, layout, cache = step
+                _, name, fn, arg_spec, kw_spec, layout, cache, convert = step
                 args = _value(arg_spec, env, device)
-                args[0] = args[0].contiguous(memory_format=layout)
+                x = args[0]
+                if convert is not None and x.is_contiguous() and not x.is_contiguous(memory_format=layout):
+                    x = _in_layout(x, convert)
+                args[0] = x.contiguous(memory_format=layout)
                 args[1] = _weight_in(args[1], layout, cache)
                 env[name] = fn(*args, **_value(kw_spec, env, device))
             else:

@@ -111,6 +111,51 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
     return ConvLayout(node.name, _FORMATS[len(node.shape)], "a pointwise tail reads it", tail.index)
 
 
+def input_kernel(conv: OpNode, index: dict[str, OpNode], name: str) -> KernelSpec | None:
+    """The kernel that writes the convolution's NCHW input in channels-last, for the binding to call before
+    the convolution (None where the two layouts are the same bytes): 32 x 32 tiles of (channels x positions)
+    through shared memory, read along the positions and written along the channels, both coalesced. The
+    values are copied as they are (bits, NaN payloads included)."""
+    ref = conv.args[0]
+    x = index.get(ref["$"]) if isinstance(ref, dict) and "$" in ref else None
+    if x is None or x.dtype not in _DTYPES or len(x.shape) != len(conv.shape):
+        return None
+    n_img, channels = x.shape[0], x.shape[1]
+    positions = x.numel // max(1, n_img * channels)
+    if channels == 1 or positions == 1 or x.numel == 0:
+        return None
+    n_s, n_c = -(-positions // 32), -(-channels // 32)
+    ix = "long long" if x.numel >= 2 ** 31 else "int"
+    t = _c_type(x.dtype)
+    out = f"{name}_out"
+    source = PREAMBLE + f"""
+extern "C" __global__ void __launch_bounds__(256) {name}(const {t}* __restrict__ in0, {t}* __restrict__ out0) {{
+  __shared__ {t} tile[32][33];
+  const {ix} blk = blockIdx.x;
+  const {ix} s0 = (blk % {n_s}) * 32, c0 = ((blk / {n_s}) % {n_c}) * 32, img = blk / {n_s * n_c};
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  // Read along the positions (consecutive in NCHW).
+#pragma unroll
+  for (int k = 0; k < 32; k += 8) {{
+    const {ix} c = c0 + ty + k, s = s0 + tx;
+    if (c < {channels} && s < {positions}) tile[ty + k][tx] = in0[img * {channels * positions} + c * {positions} + s];
+  }}
+  __syncthreads();
+  // Written along the channels (consecutive in channels-last).
+#pragma unroll
+  for (int k = 0; k < 32; k += 8) {{
+    const {ix} s = s0 + ty + k, c = c0 + tx;
+    if (c < {channels} && s < {positions}) out0[img * {channels * positions} + s * {channels} + c] = tile[tx][ty + k];
+  }}
+}}
+"""
+    nhwc = (n_img,) + tuple(x.shape[2:]) + (channels,)
+    return KernelSpec(name=name, source=source, kind="layout", params=[x.name, out], outputs=[out],
+                      grid=n_img * n_s * n_c, block=256, scratch={out: (nhwc, x.dtype)},
+                      note=f"{x.name} {list(x.shape)} written in {_FORMATS[len(x.shape)].replace('_', '-')} "
+                           "through 32x32 shared-memory tiles for the convolution")
+
+
 def tile_shape(channels: int) -> tuple[int, int, int]:
     """(channels, positions, row pitch) of a block's tile: 32 channels (fewer where the convolution has
     fewer), positions to fill TILE elements; the pitch pads the rows so a warp's stores along the channels

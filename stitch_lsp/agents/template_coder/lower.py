@@ -6,7 +6,7 @@ from attrs import define, field
 
 from stitch_lsp.agents import library_calls, op_table
 from stitch_lsp.agents.fusion import Group, simplify, split, split_tail, split_windows
-from stitch_lsp.agents.template_coder.conv_tail import conv_layouts, tail_kernel
+from stitch_lsp.agents.template_coder.conv_tail import conv_layouts, input_kernel, tail_kernel
 from stitch_lsp.agents.template_coder.emitter import Unsupported
 from stitch_lsp.agents.template_coder.gemm_match import fuse_gemms
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
@@ -14,6 +14,7 @@ from stitch_lsp.agents.template_coder.kernels import KernelSpec, pointwise_kerne
 from stitch_lsp.agents.template_coder.reduction_kernels import reduction_kernels
 from stitch_lsp.agents.template_coder.scan_kernel import scan_kernel
 from stitch_lsp.agents.template_coder.library_call import describe as describe_library, lower_library
+from stitch_lsp.agents.template_coder.conv_bias import split_conv_bias
 from stitch_lsp.agents.template_coder.library_epilogue import fold_library_epilogues
 from stitch_lsp.op_graph import OpGraph
 
@@ -32,6 +33,7 @@ class Step:
     kernel: KernelSpec | None = None
     why: str = ""  # why these nodes stay PyTorch, when they are not views or a library GEMM
     layout: str = ""  # a convolution run in this memory format ("channels_last"), not NCHW
+    convert: KernelSpec | None = None  # the kernel that writes the convolution's input in ``layout``
 
 
 @define
@@ -77,9 +79,10 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
     gemm = gemm or default_options()
     graph, _ = fuse_gemms(simplify(graph), gemm.choose)
     graph, folded = fold_library_epilogues(graph)
+    graph, moved = split_conv_bias(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded), library_fusions=folded,
+    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded) + moved, library_fusions=folded,
                              source_graph=source, gemm_mode=gemm.mode,
                              conv_layout="nchw" if channels_last is False else "")
     layouts = conv_layouts(graph, groups, index, channels_last)
@@ -141,7 +144,11 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
             if conv is not None:
                 program.notes.append(f"{conv.conv}: {conv.describe()}")
                 if conv.channels_last:
-                    program.steps.append(Step(group.index, list(group.nodes), layout=conv.layout))
+                    convert = input_kernel(index[conv.conv], index, f"stitch_layout_{len(program.kernels)}")
+                    if convert is not None:
+                        program.kernels.append(convert)
+                        program.notes.append(f"{convert.name}: {convert.note}")
+                    program.steps.append(Step(group.index, list(group.nodes), layout=conv.layout, convert=convert))
                     _uncovered(program, group, index, group.note, library=True)
                     group.note += f"; {conv.describe()}"
                     continue

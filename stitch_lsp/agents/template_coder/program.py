@@ -9,7 +9,8 @@ launch ``{"triton", "grid", "args", "outputs", "meta", "tuple"}`` (the GEMM fami
 holds the tile's constexprs, ``num_warps`` and ``num_stages``; ``tuple`` names the value its
 outputs form when there are several), or a PyTorch call ``{"op", "name", "args", "kwargs", "layout"?}``
 (GEMMs left to cuBLAS, views, uncovered ops; ``layout``: a convolution run with its input and weight in
-that torch memory format, which returns its output so).
+that torch memory format, which returns its output so; ``convert``: ``{"kernel", "grid", "block", "shape"}``,
+the kernel that writes its NCHW input in that format, its output's physical (channels-last) shape).
 """
 
 from __future__ import annotations
@@ -45,8 +46,14 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
             continue
         for n in step.nodes:
             node = index[n]
-            steps.append({"op": node.op, "name": n, "args": node.args, "kwargs": node.kwargs,
-                          **({"layout": step.layout} if step.layout and n in program.conv_layouts else {})})
+            extra = {}
+            if step.layout and n in program.conv_layouts:
+                extra["layout"] = step.layout
+                if step.convert is not None:
+                    c = step.convert
+                    extra["convert"] = {"kernel": c.name, "grid": c.grid, "block": c.block,
+                                        "shape": list(c.scratch[c.outputs[0]][0])}
+            steps.append({"op": node.op, "name": n, "args": node.args, "kwargs": node.kwargs, **extra})
     return {
         "inputs": [i.name for i in graph.inputs],
         "checks": [[list(i.shape), i.dtype] for i in graph.inputs],
