@@ -26,6 +26,30 @@ from stitch_lsp.settings import Settings
 PROFILE_MODES = ("all", "misses", "none")
 
 
+def library_miss(verdict: Any, candidate: Any) -> str:
+    """Why a candidate that a library call dominates misses, from what the run already has: the library's share
+    of the candidate's GPU time (the profiler's kernel list) and the convolution layout the Coder chose."""
+    kernels = getattr(getattr(verdict, "streams", None), "kernels", None) or []
+    total = sum(k.duration_us for k in kernels)
+    ours = sum(k.duration_us for k in kernels if k.name.startswith("stitch_"))
+    library = sum(k.duration_us for k in kernels if _library_kernel(k.name))
+    parts = []
+    if total > 0 and library > 0:
+        parts.append(f"cuDNN / cuBLAS kernels {100 * library / total:.0f}% of its GPU time, "
+                     f"the kernels written here {100 * ours / total:.0f}%")
+    layouts = [n.split(": ", 1)[1] for n in getattr(candidate, "notes", []) or []
+               if ": convolution in " in n and n.split(": ", 1)[1].startswith("convolution in ")]
+    parts += layouts[:1]
+    return ("a GEMM / convolution library call dominates" + (f" ({'; '.join(parts)})" if parts else "")
+            + ": the kernels written here are its tail")
+
+
+def _library_kernel(name: str) -> bool:
+    low = name.lower()
+    return not name.startswith("stitch_") and any(k in low for k in ("cudnn", "xmma", "gemm", "cutlass", "cublas",
+                                                                    "conv", "wgrad", "dgrad", "fprop"))
+
+
 @attrs.define
 class _State:
     workdir: Path = attrs.field(factory=lambda: Path(".stitch") / "bench" / "work")
@@ -98,8 +122,7 @@ class OptionsVerifier:
             if library_bound(candidate):
                 # The miss is the library's (its GEMM or convolution takes most of the time): Nsight Compute
                 # would replay that kernel for half a minute to say so.
-                verdict.profile.message = ("a GEMM / convolution library call dominates: "
-                                           "the kernels written here are its tail")
+                verdict.profile.message = library_miss(verdict, candidate)
             else:
                 report = kwargs.get("report")
                 if report is not None:

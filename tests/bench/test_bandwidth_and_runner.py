@@ -110,6 +110,18 @@ def test_misses_mode_profiles_only_the_misses(monkeypatch):
     conv = Candidate(module_source="", library_calls=["aten.convolution.default (cuDNN through torch)"])
     verdict = runner.OptionsVerifier(Inner(_verdict(eager=1.1)), profile="misses").verify("s", conv, cancel="tok")
     assert verdict.profile.status == "skipped" and "library call dominates" in verdict.profile.message
+    # It says how much of the candidate's GPU time the library takes, and the convolution's layout and why.
+    from stitch_lsp.verdict import StreamCheck, StreamKernel
+
+    heavy = _verdict(eager=1.1)
+    heavy.streams = StreamCheck(status="checked", kernels=[
+        StreamKernel("sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nchwkcrs_nchw_cudnn", 7, 750.0),
+        StreamKernel("stitch_fused_0", 7, 200.0), StreamKernel("void at::native::elementwise_kernel<>", 7, 50.0)])
+    conv.notes = ["convolution: convolution in NCHW: it feeds a row reduction kernel, which reads its input as NCHW",
+                  "stitch_fused_0: row_reduction, ..."]
+    message = runner.OptionsVerifier(Inner(heavy), profile="misses").verify("s", conv).profile.message
+    assert "cuDNN / cuBLAS kernels 75% of its GPU time, the kernels written here 20%" in message, message
+    assert "convolution in NCHW: it feeds a row reduction kernel" in message, message
     pool = Candidate(module_source="", library_calls=["aten.avg_pool2d.default (pooling)"])
     assert runner.OptionsVerifier(Inner(_verdict(eager=1.1)), profile="misses").verify("s", pool).profile == \
         "the profile"
