@@ -1,0 +1,61 @@
+"""On a GPU: convolutions with a fused tail (test_conv_tail_host.py's cases), run by the generated module.
+
+The module runs the convolution in channels-last without its bias, writes the input in channels-last with its
+own transpose kernel, and adds the bias in the tail kernel that reads the output; or, before a reduction, keeps
+NCHW and adds the bias there. Compared with eager on the device, TF32 off on both sides (cuDNN's channels-last
+algorithm rounds otherwise under TF32, which is the Verifier's business, not this test's).
+
+    python -m pytest -q -m gpu tests/agents/test_conv_tail_gpu.py
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from stitch_lsp.agents.planner import make_plan
+from stitch_lsp.agents.template_coder import TemplateCoder
+from stitch_lsp.pipeline import Task
+from tests.agents.test_conv_tail_host import CASES, _source
+
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
+
+MODELS = dict(CASES)
+MODELS["conv2d-channel-softmax"] = _source("Conv2d(3, 5, 3)", "5, 1, 1", "torch.softmax(y * self.bias, dim=1)",
+                                           "torch.randn(2, 3, 9, 11)")
+MODELS["conv2d-large-relu-bias"] = _source("Conv2d(16, 48, 3)", "48, 1, 1", "torch.relu(y) + self.bias",
+                                           "torch.randn(4, 16, 70, 66)")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_convolution_and_tail_match_eager_on_the_gpu(name, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from stitch_lsp.worker import inputs as inp
+    from stitch_lsp.worker.compare import compare
+    from stitch_lsp.worker.trace_handler import trace_task
+
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    source = MODELS[name]
+    reply = trace_task(source)
+    assert reply.ok, reply.message
+    task = Task(name=name, source=source)
+    candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
+    assert "convolution_nobias" in candidate.module_source  # the bias moved into a kernel
+    assert ("stitch_layout_" in candidate.module_source) == ("softmax" not in name)
+    ref_mod = types.ModuleType(f"ref_{name}")
+    exec(compile(source, "reference", "exec"), ref_mod.__dict__)
+    cand_mod = types.ModuleType(f"cand_{name}")
+    exec(compile(candidate.module_source, "candidate", "exec"), cand_mod.__dict__)
+    torch.manual_seed(0)
+    ref = ref_mod.Model().cuda().eval()
+    cand = cand_mod.ModelNew().cuda().eval()
+    cand.load_state_dict(ref.state_dict())
+    for adversarial in ("random", "nan", "large"):
+        torch.manual_seed(1)
+        values = [v.cuda() for v in ref_mod.get_inputs()]
+        if adversarial != "random":
+            values = inp.adversarial(values, adversarial, 3)
+        with torch.no_grad():
+            result = compare(ref(*[v.clone() for v in values]), cand(*[v.clone() for v in values]))
+        assert result.passed, f"{adversarial}: {result.detail}"
