@@ -108,6 +108,17 @@ __device__ __forceinline__ float stitch_div(float a, float b) {
   return y;
 }
 
+// a * b rounded, never contracted with the add that follows into an FMA: a reduction kernel recomputes its
+// prologue in each pass, and a max taken over rounded products must see the same values as the exp(v - max)
+// of the next pass (where fma(a, b, -max) would exceed it by up to half an ulp of v: exp of that is > 1 / sum).
+__device__ __forceinline__ float stitch_mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 // max / min that return NaN when an operand is NaN (torch's clamp, relu, maximum), one instruction each.
 __device__ __forceinline__ float stitch_max_nan(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

@@ -153,6 +153,9 @@ class Emitter:
         # Pointwise kernels turn on the cheaper forms (op_table.FAST_POINTWISE and the activation patterns
         # below); values in ``exact`` (they feed a comparison or rounding) keep eager's exact forms.
         self.fast_math = False
+        # fp32 products as stitch_mul (rounded, never fused into an FMA): kernels that recompute a value in
+        # several passes (reductions) get the same bits each time.
+        self.round_products = False
         self.half_outputs = False  # every output of the kernel is fp16 / bf16
         self.exact: set[str] = set()
         self.exact_in: dict[str, str] = {}  # value var -> the half dtype it already holds exactly
@@ -244,6 +247,8 @@ class Emitter:
                 template = op_table.FAST_POINTWISE[node.op](args, node.kwargs, self.half_outputs)
             if template is None:
                 template = op_table.POINTWISE[node.op](args, node.kwargs)
+            if self.round_products and node.dtype == "float32" and node.op in ("aten.mul.Tensor", "aten.mul.Scalar"):
+                template = "stitch_mul({a}, {b})"
             operands = [self.operand(node, a, ix) for a in args[:count]]
             names = dict(zip("abc", operands))
             if node.op == "aten.fill.Scalar":

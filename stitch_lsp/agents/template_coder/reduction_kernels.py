@@ -883,6 +883,7 @@ def _reduction_emitter(w: _Writer, a: _Analysis, group: Group, index: dict[str, 
     if indexed_rows:
         em.row_domain = a.dom
     em.fast_math = True
+    em.round_products = True
     em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
     em.mark_exact()
     em.row_nodes = a.row_nodes
