@@ -6,6 +6,21 @@
 
 __device__ __forceinline__ float mx(float a, float b) { float y; asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b)); return y; }
 
+// The window of output ``pos`` of the row at ``b``: unchecked where it lies inside the row.
+template <int K, int S, int P, int D, bool MAX>
+__device__ __forceinline__ float window(const float* __restrict__ b, int pos, int Lin) {
+  const int s0 = pos * S - P;
+  float acc = MAX ? -INFINITY : 0.f;
+  if (s0 >= 0 && s0 + (K - 1) * D < Lin) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) { float v = __ldg(b + s0 + k * D); acc = MAX ? mx(acc, v) : acc + v; }
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k) { int h = s0 + k * D; if (h >= 0 && h < Lin) { float v = __ldg(b + h); acc = MAX ? mx(acc, v) : acc + v; } }
+  }
+  return acc;
+}
+
 template <int K, int S, int P, int D, bool MAX>
 __global__ void __launch_bounds__(256) current(const float* __restrict__ in, float* __restrict__ out, int rows, int Lin, int Lout) {
   long long total = (long long)rows * Lout;
@@ -14,15 +29,7 @@ __global__ void __launch_bounds__(256) current(const float* __restrict__ in, flo
     if (q >= total) return;
     int row = (int)(q / Lout), pos = (int)(q % Lout);
     const float* b = in + (long long)row * Lin;
-    int s0 = pos * S - P;
-    float acc = MAX ? -INFINITY : 0.f;
-    if (s0 >= 0 && s0 + (K - 1) * D < Lin) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) { float v = __ldg(b + s0 + k * D); acc = MAX ? mx(acc, v) : acc + v; }
-    } else {
-#pragma unroll
-      for (int k = 0; k < K; ++k) { int h = s0 + k * D; if (h >= 0 && h < Lin) { float v = __ldg(b + h); acc = MAX ? mx(acc, v) : acc + v; } }
-    }
+    const float acc = window<K, S, P, D, MAX>(b, pos, Lin);
     out[q] = MAX ? acc : acc / K;
   }
 }
@@ -37,15 +44,7 @@ __global__ void __launch_bounds__(256) segment(const float* __restrict__ in, flo
   for (int m = 0; m < TILE / 256; ++m) {
     int pos = seg * TILE + m * 256 + threadIdx.x;
     if (pos >= Lout) break;
-    int s0 = pos * S - P;
-    float acc = MAX ? -INFINITY : 0.f;
-    if (s0 >= 0 && s0 + (K - 1) * D < Lin) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) { float v = __ldg(b + s0 + k * D); acc = MAX ? mx(acc, v) : acc + v; }
-    } else {
-#pragma unroll
-      for (int k = 0; k < K; ++k) { int h = s0 + k * D; if (h >= 0 && h < Lin) { float v = __ldg(b + h); acc = MAX ? mx(acc, v) : acc + v; } }
-    }
+    const float acc = window<K, S, P, D, MAX>(b, pos, Lin);
     o[pos] = MAX ? acc : acc / K;
   }
 }

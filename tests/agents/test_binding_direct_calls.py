@@ -45,6 +45,7 @@ def _samples():
         "aten.unsqueeze.default": ([c, 1], {}),
         "aten.convolution.default": ([r(1, 2, 6, 6), r(4, 2, 3, 3), r(4), [1, 2], [1, 0], [1, 1], False, [0, 0], 1],
                                      {}),
+        "aten.linear.default": ([a, r(3, 7), c], {}),
     }
 
 
@@ -62,15 +63,18 @@ def test_every_direct_call_computes_what_its_aten_overload_does():
         assert got.stride() == want.stride(), op
 
 
-def test_a_gemm_left_to_cublas_runs_through_the_direct_calls_and_matches_eager():
+def test_a_linear_layer_left_to_cublas_is_one_linear_call_and_matches_eager():
     module, program = _module("return F.gelu(self.lin(x))", m=6, k=5, n=4)
     data = dict(module._BAKED)
     ops = [s for s in data["steps"] if "op" in s]
-    assert [s["op"] for s in ops] == ["aten.permute.default", "aten.addmm.default"]
-    # The GEMM and its view only (the GELU is a CUDA kernel): their output is the linear layer's.
+    # Traced as permute + addmm; run as the one linear call eager makes (the same addmm underneath).
+    assert [s["op"] for s in ops] == ["aten.linear.default"]
+    x, w, b = (a["$"] for a in ops[0]["args"])
+    roles = {i.name: i.path or "x" for i in program.graph.inputs}
+    assert (roles[x], roles[w], roles[b]) == ("x", "lin.weight", "lin.bias")
     data["steps"], data["outputs"] = ops, [ops[-1]["name"]]
     prepared = module._Prepared(data)
-    assert [step[2] for step in prepared.steps] == [torch.permute, torch.addmm]
+    assert [step[2] for step in prepared.steps] == [torch.nn.functional.linear]
     torch.manual_seed(0)
     model = module.ModelNew()
     x = torch.randn(6, 5)
@@ -78,6 +82,26 @@ def test_a_gemm_left_to_cublas_runs_through_the_direct_calls_and_matches_eager()
     tensors = [params[i.path].detach() if i.role == "param" else x for i in program.graph.inputs]
     with torch.no_grad():
         assert torch.equal(prepared(tensors), model.lin(x))
+
+
+def test_a_transposed_weight_read_elsewhere_keeps_its_own_step():
+    module, _ = _module("return F.gelu(x @ self.w), self.w.t() * 2.0", m=6, k=5, n=4)
+    ops = [s["op"] for s in module._BAKED["steps"] if "op" in s]
+    assert "aten.linear.default" not in ops
+
+
+def test_call_arguments_are_resolved_once_and_filled_per_call():
+    module, _ = _module("return F.gelu(self.lin(x))")
+    env = {"a": torch.ones(1), "b": torch.zeros(1)}
+    fill = module._resolver([{"$": "a"}, [1, 0], {"$": "b"}, {"$dtype": "float16"}])
+    first, second = fill(env, None), fill(env, None)
+    assert first[0] is env["a"] and first[2] is env["b"] and first[1] == [1, 0] and first[3] is torch.float16
+    assert first is not second  # a fresh list each call: a step may change its own
+    fixed = module._resolver({"dim": 1, "dtype": {"$dtype": "float32"}})
+    assert fixed(env, None) == {"dim": 1, "dtype": torch.float32}
+    nested = module._resolver([[{"$": "a"}, {"$": "b"}], 0])
+    assert nested(env, None)[0][1] is env["b"]
+    assert module._resolver([{"$device": True}])(env, "cuda:3") == ["cuda:3"]
 
 
 def test_an_op_outside_the_table_still_runs_through_torch_ops():

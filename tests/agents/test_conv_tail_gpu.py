@@ -10,13 +10,12 @@ algorithm rounds otherwise under TF32, which is the Verifier's business, not thi
 
 from __future__ import annotations
 
-import types
-
 import pytest
 
 from stitch_lsp.agents.planner import make_plan
 from stitch_lsp.agents.template_coder import TemplateCoder
 from stitch_lsp.pipeline import Task
+from tests.agents.gpu_models import assert_matches_eager, reference_and_candidate
 from tests.agents.test_conv_tail_host import CASES, _source
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
@@ -31,8 +30,6 @@ MODELS["conv2d-large-relu-bias"] = _source("Conv2d(16, 48, 3)", "48, 1, 1", "tor
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_convolution_and_tail_match_eager_on_the_gpu(name, monkeypatch):
     torch = pytest.importorskip("torch")
-    from stitch_lsp.worker import inputs as inp
-    from stitch_lsp.worker.compare import compare
     from stitch_lsp.worker.trace_handler import trace_task
 
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
@@ -43,19 +40,5 @@ def test_convolution_and_tail_match_eager_on_the_gpu(name, monkeypatch):
     candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
     assert "convolution_nobias" in candidate.module_source  # the bias moved into a kernel
     assert ("stitch_layout_" in candidate.module_source) == ("softmax" not in name)
-    ref_mod = types.ModuleType(f"ref_{name}")
-    exec(compile(source, "reference", "exec"), ref_mod.__dict__)
-    cand_mod = types.ModuleType(f"cand_{name}")
-    exec(compile(candidate.module_source, "candidate", "exec"), cand_mod.__dict__)
-    torch.manual_seed(0)
-    ref = ref_mod.Model().cuda().eval()
-    cand = cand_mod.ModelNew().cuda().eval()
-    cand.load_state_dict(ref.state_dict())
-    for adversarial in ("random", "nan", "large"):
-        torch.manual_seed(1)
-        values = [v.cuda() for v in ref_mod.get_inputs()]
-        if adversarial != "random":
-            values = inp.adversarial(values, adversarial, 3)
-        with torch.no_grad():
-            result = compare(ref(*[v.clone() for v in values]), cand(*[v.clone() for v in values]))
-        assert result.passed, f"{adversarial}: {result.detail}"
+    ref_mod, ref, cand = reference_and_candidate(name, source, candidate.module_source)
+    assert_matches_eager(ref_mod, ref.eval(), cand.eval(), cases=("random", "nan", "large"))

@@ -17,6 +17,7 @@ import pytest
 from stitch_lsp.agents.planner import make_plan
 from stitch_lsp.agents.template_coder import TemplateCoder, reduction_kernels as kernels
 from stitch_lsp.pipeline import Task
+from tests.agents.gpu_models import assert_matches_eager
 from tests.agents.test_template_rows_host import CASES, OFFSET_CASES, REPO
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(900)]
@@ -49,21 +50,8 @@ def _models(name: str, sizes: dict, config, monkeypatch):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_reduction_kernel_matches_eager_on_the_gpu(case, monkeypatch):
-    import torch
-
-    from stitch_lsp.worker import inputs as inp
-    from stitch_lsp.worker.compare import compare
-
     name, sizes, config = CASES[case]
-    ref_mod, ref, cand = _models(name, sizes, config, monkeypatch)
-    for adversarial in ("random", "nan", "inf", "large", "denormal"):
-        torch.manual_seed(1)
-        values = [v.cuda() for v in ref_mod.get_inputs()]
-        if adversarial != "random":
-            values = inp.adversarial(values, adversarial, 3)
-        with torch.no_grad():
-            result = compare(ref(*[v.clone() for v in values]), cand(*[v.clone() for v in values]))
-        assert result.passed, f"{adversarial}: {result.detail}"
+    assert_matches_eager(*_models(name, sizes, config, monkeypatch))
 
 
 @pytest.mark.parametrize("case", sorted(OFFSET_CASES))

@@ -93,6 +93,7 @@ _DIRECT = {
     "aten.baddbmm.default": torch.baddbmm, "aten.permute.default": torch.permute, "aten.t.default": torch.t,
     "aten.transpose.int": torch.transpose, "aten.view.default": torch.Tensor.view, "aten.cat.default": torch.cat,
     "aten.unsqueeze.default": torch.unsqueeze, "aten.convolution.default": torch.convolution,
+    "aten.linear.default": torch.nn.functional.linear,
 }
 
 
@@ -103,6 +104,35 @@ def _aten(op):
         for part in op.split("."):
             fn = getattr(fn, part)
     return fn
+
+
+def _reads(v):
+    # Whether an argument spec names a value of the program or the device (else it is the same every call).
+    if isinstance(v, dict):
+        return "$" in v or "$device" in v or any(_reads(x) for x in v.values())
+    if isinstance(v, list):
+        return any(_reads(x) for x in v)
+    return False
+
+
+def _resolver(spec):
+    """``spec`` (a call's arguments) as a function of the environment, worked out once: a constant spec is
+    built once, a list whose references are all top-level fills its slots, anything else walks the spec."""
+    if not _reads(spec):
+        fixed = _value(spec, {}, None)
+        return lambda env, device: fixed
+    if isinstance(spec, list) and all(not _reads(v) or (isinstance(v, dict) and set(v) == {"$"}) for v in spec):
+        template = _value([None if _reads(v) else v for v in spec], {}, None)
+        slots = [(i, v["$"]) for i, v in enumerate(spec) if _reads(v)]
+
+        def fill(env, device):
+            args = template.copy()
+            for i, name in slots:
+                args[i] = env[name]
+            return args
+
+        return fill
+    return lambda env, device: _value(spec, env, device)
 
 
 def _value(v, env, device):
@@ -198,10 +228,10 @@ class _Prepared:
                     if convert is not None:  # [kernel name, source, grid, block, output shape, the loaded kernel]
                         convert = [convert["kernel"], data["sources"][convert["kernel"]], (convert["grid"], 1, 1),
                                    (convert["block"], 1, 1), tuple(convert["shape"]), None]
-                    self.steps.append(["layout", step["name"], fn, step["args"], step["kwargs"],
+                    self.steps.append(["layout", step["name"], fn, _resolver(step["args"]), _resolver(step["kwargs"]),
                                        getattr(torch, step["layout"]), [None, None, None], convert])
                     continue
-                self.steps.append(["op", step["name"], fn, step["args"], step["kwargs"]])
+                self.steps.append(["op", step["name"], fn, _resolver(step["args"]), _resolver(step["kwargs"])])
                 continue
             outs = [(o, tuple(shape), getattr(torch, dtype)) for o, shape, dtype in step["outputs"]]
             layouts = step.get("layouts") or {}
@@ -240,16 +270,16 @@ class _Prepared:
                 if tuple_name:
                     env[tuple_name] = tuple(env[o] for o, _, _ in outs)
             elif kind == "op":
-                env[step[1]] = step[2](*_value(step[3], env, device), **_value(step[4], env, device))
+                env[step[1]] = step[2](*step[3](env, device), **step[4](env, device))
             elif kind == "layout":
                 _, name, fn, arg_spec, kw_spec, layout, cache, convert = step
-                args = _value(arg_spec, env, device)
+                args = list(arg_spec(env, device))
                 x = args[0]
                 if convert is not None and x.is_contiguous() and not x.is_contiguous(memory_format=layout):
                     x = _in_layout(x, convert)
                 args[0] = x.contiguous(memory_format=layout)
                 args[1] = _weight_in(args[1], layout, cache)
-                env[name] = fn(*args, **_value(kw_spec, env, device))
+                env[name] = fn(*args, **kw_spec(env, device))
             else:
                 env[step[1]] = env[step[2]][step[3]]
         outs = [env[o] for o in self.outputs]

@@ -54,6 +54,7 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                     extra["convert"] = {"kernel": c.name, "grid": c.grid, "block": c.block,
                                         "shape": list(c.scratch[c.outputs[0]][0])}
             steps.append({"op": node.op, "name": n, "args": node.args, "kwargs": node.kwargs, **extra})
+    steps = _linear_calls(steps, set(graph.outputs))
     return {
         "inputs": [i.name for i in graph.inputs],
         "checks": [[list(i.shape), i.dtype] for i in graph.inputs],
@@ -63,6 +64,52 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
         "tuple": graph.output_is_tuple,
         "sources": {k.name: k.source for k in program.kernels},
     }
+
+
+def _refs(v: Any, found: list[str]) -> list[str]:
+    if isinstance(v, dict):
+        if "$" in v:
+            found.append(v["$"])
+        for x in v.values():
+            _refs(x, found)
+    elif isinstance(v, list):
+        for x in v:
+            _refs(x, found)
+    return found
+
+
+def _linear_calls(steps: list[dict[str, Any]], outputs: set[str]) -> list[dict[str, Any]]:
+    """A linear layer left to cuBLAS, traced as ``permute(w, [1, 0])`` then ``addmm(b, x, that)`` (or ``mm``),
+    called as one ``linear(x, w, b)``: for a 2-D ``x`` it runs that very addmm (or mm), with one Python call
+    fewer before the first launch of the program, where the GPU waits."""
+    uses: dict[str, int] = {}
+    for step in steps:
+        for name in _refs([step.get("args"), step.get("kwargs")], []):
+            uses[name] = uses.get(name, 0) + 1
+    permutes = {s["name"]: s for s in steps if s.get("op") == "aten.permute.default" and s["args"][1] == [1, 0]
+                and not s.get("layout")}
+    dropped: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for step in steps:
+        op, args = step.get("op"), step.get("args")
+        fused = None
+        if op == "aten.addmm.default" and not step["kwargs"] and len(args) == 3:
+            bias, x, wt = args
+            fused = (x, wt, bias)
+        elif op == "aten.mm.default" and not step["kwargs"] and len(args) == 2:
+            (x, wt), bias = args, None
+            fused = (x, wt, bias)
+        if fused is not None:
+            x, wt, bias = fused
+            name = wt.get("$") if isinstance(wt, dict) else None
+            perm = permutes.get(name)
+            if perm is not None and uses.get(name) == 1 and name not in outputs and isinstance(x, dict):
+                dropped.add(name)
+                out.append({"op": "aten.linear.default", "name": step["name"],
+                            "args": [x, perm["args"][0]] + ([bias] if bias is not None else []), "kwargs": {}})
+                continue
+        out.append(step)
+    return [s for s in out if s.get("name") not in dropped or s.get("op") != "aten.permute.default"]
 
 
 def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str | None = None,
