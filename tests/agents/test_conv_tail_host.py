@@ -122,6 +122,12 @@ def test_tails_with_reductions_and_the_switch_keep_nchw(monkeypatch):
     program = _program(CASES["conv2d-bias-clamp-sigmoid"])
     assert _transposed(program) == {"conv": [], "kernels": []}
     assert any(f"{ENV} turns channels-last off" in n for n in program.notes), program.notes
+    # The fuse service's second try, in NCHW after a refused channels-last candidate, says it was asked.
+    monkeypatch.delenv(ENV)
+    from stitch_lsp.worker.trace_handler import trace_task
+
+    program = lower(trace_task(CASES["conv2d-bias-clamp-sigmoid"]).graph, channels_last=False)
+    assert any("this candidate was generated in NCHW" in n for n in program.notes), program.notes
 
 
 def test_the_bias_stays_in_a_convolution_whose_output_is_returned_and_a_bare_one_is_unchanged():

@@ -7,6 +7,8 @@ time it runs under ``$FAKE_BENCH_DIE_ONCE`` (a marker file); every other task is
 correct with a speedup derived from its name. Each run appends the task's name to
 the file named by ``$FAKE_BENCH_LOG`` so tests can count executions.
 
+Slow tasks numbered 2 and up also wait while ``$FAKE_BENCH_HOLD`` (a file) exists.
+
 ``verify`` reads what to answer from the candidate's module source: a line
 ``# fake: compile_error`` / ``incorrect`` / ``correct 2.5`` (the speedup); it
 sleeps ``$FAKE_BENCH_VERIFY_S`` first, so tests can see candidates verified at once.
@@ -43,12 +45,26 @@ def _die_once() -> None:
         os._exit(9)  # and this shard with it
 
 
+def _hold(name: str) -> None:
+    """Slow tasks numbered 2 and up wait while the file ``$FAKE_BENCH_HOLD`` exists (two minutes at most): a
+    test that interrupts a run after two tasks then knows the others have not finished, however loaded the
+    machine."""
+    hold = os.environ.get("FAKE_BENCH_HOLD")
+    number = re.search(r"(\d+)", name)
+    if not hold or number is None or int(number.group(1)) < 2:
+        return
+    deadline = time.monotonic() + 120
+    while os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def run_task(task, settings, coder, cancel, report):
     _log(task.name)
     print(f"stand-in running {task.name}")  # the shard's log (stdout is redirected there)
     report(ProgressEvent(stage="checking", message=task.name))
     if "slow" in task.name:
         time.sleep(float(os.environ.get("FAKE_BENCH_SLOW_S", "1.0")))
+        _hold(task.name)
     if "die" in task.name:
         _die_once()
     if "hang" in task.name:

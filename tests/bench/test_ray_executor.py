@@ -32,7 +32,8 @@ def cluster(tmp_path_factory):
     worker process on them sees them."""
     shared = tmp_path_factory.mktemp("ray-shared")
     knobs = {"RAY_AUTH_MODE": "disabled", "FAKE_BENCH_LOG": str(shared / "runs.log"), "FAKE_BENCH_SLOW_S": "0.5",
-             "FAKE_BENCH_DIE_ONCE": str(shared / "died"), "FAKE_BENCH_VERIFY_S": "0.5"}
+             "FAKE_BENCH_DIE_ONCE": str(shared / "died"), "FAKE_BENCH_VERIFY_S": "0.5",
+             "FAKE_BENCH_HOLD": str(shared / "hold")}
     saved = {k: os.environ.get(k) for k in knobs}
     os.environ.update(knobs)
     head = Cluster(initialize_head=True, connect=False,
@@ -113,10 +114,15 @@ def test_a_task_whose_actor_dies_runs_again_elsewhere_and_is_marked(tmp_path, cl
 def test_ctrl_c_keeps_the_finished_tasks_and_resume_runs_only_the_rest(tmp_path, cluster, runs):
     names = [f"pw_slow{i}_fp32" for i in range(6)]
     suite = make_suite(tmp_path, names)
+    hold = Path(cluster.knobs["FAKE_BENCH_HOLD"])  # the third task on waits while it exists
+    hold.write_text("")
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path), "RAY_ADDRESS": cluster.address}
-    stdout, done = ctrl_c_after_two([str(suite), "--backend", BACKEND, "--no-bandwidth", "--gpus", "2", "--cluster"],
-                                    env, tmp_path / "run", timeout_s=90)
-    assert 2 <= len(done) < 6 and "on ray " in stdout
+    try:
+        stdout, done = ctrl_c_after_two([str(suite), "--backend", BACKEND, "--no-bandwidth", "--gpus", "2",
+                                         "--cluster"], env, tmp_path / "run", timeout_s=90)
+    finally:
+        hold.unlink()
+    assert done == {"pw_slow0_fp32", "pw_slow1_fp32"} and "on ray " in stdout
 
     before = len(runs())
     second = run_bench(options(tmp_path, suite, cluster.address, gpus=2, measure_bandwidth=False, resume=True,

@@ -171,14 +171,16 @@ def ctrl_c_after_two(args: list[str], env: dict[str, str], run_dir: Path, timeou
 
 
 def test_cli_ctrl_c_keeps_finished_results_and_resume_completes(tmp_path, log):
-    # Enough slow tasks that a loaded machine cannot finish the rest before the signal lands.
     names = [f"pw_slow{i}_fp32" for i in range(8)]
     suite = make_suite(tmp_path, names)
+    hold = tmp_path / "hold"  # the third task on waits while it exists: Ctrl-C lands with six not finished
+    hold.write_text("")
     env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "0", "HOME": str(tmp_path),
-           "FAKE_BENCH_SLOW_S": "1.5"}
+           "FAKE_BENCH_SLOW_S": "0.5", "FAKE_BENCH_HOLD": str(hold)}
     run_dir = tmp_path / "cli-run"
     _, done = ctrl_c_after_two([str(suite), "--backend", BACKEND, "--no-bandwidth"], env, run_dir)
-    assert 2 <= len(done) < 8
+    assert done == {"pw_slow0_fp32", "pw_slow1_fp32"}
+    hold.unlink()
 
     report_path = tmp_path / "report.json"
     proc = _cli([str(suite), "--out", str(run_dir), "--resume", "--backend", BACKEND, "--no-bandwidth",

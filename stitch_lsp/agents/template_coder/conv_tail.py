@@ -77,17 +77,20 @@ def conv_layouts(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
         if node is None:
             continue
         readers = [g for g in groups if node.name in g.inputs]
-        layout = _decide(node, readers, outputs, index, on)
+        layout = _decide(node, readers, outputs, index, on, asked=channels_last is False)
         out[node.name] = layout
     return out
 
 
-def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[str, OpNode], on: bool) -> ConvLayout:
+def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[str, OpNode], on: bool,
+            asked: bool = False) -> ConvLayout:
     def nchw(why: str) -> ConvLayout:
         return ConvLayout(node.name, "nchw", why)
 
     if not on:
-        return nchw(f"{ENV} turns channels-last off")
+        # Asked for by the caller: the candidate generated again in NCHW after its channels-last one was refused
+        # or slower (the fuse service says which); else the environment.
+        return nchw("this candidate was generated in NCHW" if asked else f"{ENV} turns channels-last off")
     if node.op != CONV_OP or len(node.shape) not in _FORMATS:
         return nchw("only 2-D and 3-D convolutions run in channels-last")
     groups_arg = node.args[8] if len(node.args) > 8 else 1
