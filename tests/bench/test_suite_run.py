@@ -149,10 +149,15 @@ def test_interrupt_then_resume_runs_only_what_is_missing(tmp_path, log, monkeypa
         run_bench(options(tmp_path, suite, resume=True, coder="llm"), Settings(), out=io.StringIO())
 
 
+# Ctrl-C as a terminal delivers it: the CLI starts with Python's own SIGINT handler even where the process
+# running the tests ignores SIGINT (a pytest-xdist worker can, and a child inherits an ignored signal).
+_ENTRY = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+          "from stitch_lsp.cli import main; sys.exit(main())")
+
+
 def _cli(args, env, **kw):
-    return subprocess.Popen([sys.executable, "-c", "import sys; from stitch_lsp.cli import main; sys.exit(main())",
-                             "bench", *args], cwd=env["HOME"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen([sys.executable, "-c", _ENTRY, "bench", *args], cwd=env["HOME"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def ctrl_c_after_two(args: list[str], env: dict[str, str], run_dir: Path, timeout_s: float = 60) -> tuple[str, set[str]]:
