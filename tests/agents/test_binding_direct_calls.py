@@ -84,10 +84,19 @@ def test_a_linear_layer_left_to_cublas_is_one_linear_call_and_matches_eager():
         assert torch.equal(prepared(tensors), model.lin(x))
 
 
-def test_a_transposed_weight_read_elsewhere_keeps_its_own_step():
-    module, _ = _module("return F.gelu(x @ self.w), self.w.t() * 2.0", m=6, k=5, n=4)
-    ops = [s["op"] for s in module._BAKED["steps"] if "op" in s]
-    assert "aten.linear.default" not in ops
+def test_a_transposed_weight_read_by_another_step_keeps_its_own_step():
+    from stitch_lsp.agents.template_coder.program import _linear_calls
+
+    permute = {"op": "aten.permute.default", "name": "wt", "args": [{"$": "w"}, [1, 0]], "kwargs": {}}
+    addmm = {"op": "aten.addmm.default", "name": "y", "args": [{"$": "b"}, {"$": "x"}, {"$": "wt"}], "kwargs": {}}
+    kernel = {"kernel": "stitch_fused_0", "grid": 1, "block": 256, "args": ["wt"], "outputs": [["z", [5, 4], "float32"]]}
+    folded = _linear_calls([permute, addmm], set())
+    assert folded == [{"op": "aten.linear.default", "name": "y", "args": [{"$": "x"}, {"$": "w"}, {"$": "b"}],
+                       "kwargs": {}}]
+    assert _linear_calls([permute, addmm, kernel], set()) == [permute, addmm, kernel]  # a kernel reads wt too
+    assert _linear_calls([permute, addmm], {"wt"}) == [permute, addmm]  # wt is returned
+    scaled = dict(addmm, kwargs={"beta": 0.5})
+    assert _linear_calls([permute, scaled], set()) == [permute, scaled]  # linear takes no beta
 
 
 def test_call_arguments_are_resolved_once_and_filled_per_call():

@@ -84,7 +84,10 @@ def _linear_calls(steps: list[dict[str, Any]], outputs: set[str]) -> list[dict[s
     fewer before the first launch of the program, where the GPU waits."""
     uses: dict[str, int] = {}
     for step in steps:
-        for name in _refs([step.get("args"), step.get("kwargs")], []):
+        # A kernel launch names its arguments plainly; a PyTorch call refers to them as {"$": name}.
+        names = list(step["args"]) if "kernel" in step or "triton" in step else _refs([step.get("args"),
+                                                                                      step.get("kwargs")], [])
+        for name in names:
             uses[name] = uses.get(name, 0) + 1
     permutes = {s["name"]: s for s in steps if s.get("op") == "aten.permute.default" and s["args"][1] == [1, 0]
                 and not s.get("layout")}
