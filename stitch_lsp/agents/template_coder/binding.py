@@ -288,13 +288,15 @@ class _Prepared:
 '''
 
 
+# The generated module's own imports (it runs where the model runs; this process never imports torch).
+_MODULE_IMPORTS = "import weakref\n\nimport torch"
+
+
 def _module_body(program: LoweredProgram, loader_import: str, func_name: str) -> str:
     data = program_data(program)
     traced = program.source_graph or program.graph
     graph_json = to_json(traced) if traced.symbolic else "{}"
-    return f'''import weakref
-
-import torch
+    return f'''{_MODULE_IMPORTS}
 {loader_import}
 
 # The program for the shapes it was generated at (kernels, leftover PyTorch calls), and the

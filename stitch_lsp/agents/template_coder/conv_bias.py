@@ -3,7 +3,7 @@
 cuDNN's convolution does not add the bias: eager PyTorch adds it with a kernel of its own, a whole read and
 write of the output. Where the output goes on to a fused kernel, the convolution runs without its bias and
 ``output + bias`` (the bias viewed per channel) becomes that kernel's first op, as eager computes it, so the
-output is read once. ``torch.compile`` does the same.
+output is read once.
 """
 
 from __future__ import annotations

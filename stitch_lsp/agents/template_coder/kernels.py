@@ -233,6 +233,19 @@ class _Writer:
             self.vec_loaded[key] = [val]
         return self.vec_loaded[key][0]
 
+    def element_emitter(self, out_dtypes: list[str]) -> None:
+        """Set the emitter up for a kernel of a thread per element (or chunk): vector loads through this writer,
+        the cheaper math forms, half-precision rounding where every output is half precision."""
+        em = self.em
+        em.vector_hint = self.hint
+        em.fast_math = True
+        em.half_outputs = all(d in ("bfloat16", "float16") for d in out_dtypes)
+        em.mark_exact()
+        em.chunk_lanes = self.lanes_of
+        em.save_loads = lambda: dict(self.vec_loaded)
+        em.restore_loads = lambda state: setattr(self, "vec_loaded", state)
+        em.indent = "  "
+
     def declare_chunk(self, k: int, base_expr: str) -> str:
         base = f"c{k}"
         self.em.emit(f"const long long {base} = {base_expr};")
@@ -289,14 +302,7 @@ def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str, threads:
     threads = threads or auto_threads
     unroll = per_thread or auto_unroll
     em = w.em
-    em.vector_hint = w.hint
-    em.fast_math = True
-    em.half_outputs = all(o.dtype in ("bfloat16", "float16") for o in outs)
-    em.mark_exact()
-    em.chunk_lanes = w.lanes_of
-    em.save_loads = lambda: dict(w.vec_loaded)
-    em.restore_loads = lambda state: setattr(w, "vec_loaded", state)
-    em.indent = "  "
+    w.element_emitter([o.dtype for o in outs])
     prefixes = []
     for k in range(unroll):
         if k == 0:
@@ -370,14 +376,7 @@ def staged_window_kernel(group: Group, index: dict[str, OpNode], name: str) -> K
     w = _Writer(group, index, name)
     w.vec = 1
     em = w.em
-    em.vector_hint = w.hint
-    em.fast_math = True
-    em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
-    em.mark_exact()
-    em.chunk_lanes = w.lanes_of
-    em.save_loads = lambda: dict(w.vec_loaded)
-    em.restore_loads = lambda state: setattr(w, "vec_loaded", state)
-    em.indent = "  "
+    w.element_emitter([index[o].dtype for o in group.outputs])
     k, s, d, p = win.kernel[-1], win.stride[-1], win.dilation[-1], win.padding[-1]
     lout, lin = pool.shape[-1], src.shape[-1]
     rows = pool.numel // lout
@@ -397,9 +396,9 @@ def staged_window_kernel(group: Group, index: dict[str, OpNode], name: str) -> K
             coords.append("0")
             continue
         var = f"stg_r{dim}"
-        whole = math.prod(lead[:dim]) == 1 or all(x == 1 for x in lead[:dim])
         expr = f"stg_row / {lstr[dim]}LL" if lstr[dim] != 1 else "stg_row"
-        em.emit(f"const long long {var} = {expr if whole else f'({expr}) % {size}LL'};")
+        outermost = math.prod(lead[:dim]) == 1  # the row index never exceeds this dim's range: no modulo
+        em.emit(f"const long long {var} = {expr if outermost else f'({expr}) % {size}LL'};")
         coords.append(var)
     digits = [(Digit(c, size), dim) for dim, (c, size) in enumerate(zip(coords, lead)) if size > 1]
     # The span: the pool's input at positions first * stride - padding + i of the block's row.
