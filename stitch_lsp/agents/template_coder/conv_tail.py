@@ -1,4 +1,4 @@
-"""A convolution run in channels-last, and the pointwise tail that reads its output transposed.
+"""A convolution run in channels-last, and the tail kernel that reads its output in that order.
 
 cuDNN's NHWC (channels-last) convolution kernels are 1.2-1.5x faster than its NCHW ones on
 Hopper in fp32 / TF32, but the reference returns NCHW, and converting the output back with a copy
@@ -8,8 +8,10 @@ per weight value, by the binding) and that kernel reads the output through its c
 and writes NCHW: a block stages a tile of (channels x positions) in shared memory, read along the
 channels and written along the positions, so both the read and the write are coalesced.
 
-Tails with reductions (channel reductions, norms, softmax, pooling) keep the convolution in NCHW:
-their kernels index their input as contiguous. ``STITCH_CONV_LAYOUT=nchw`` turns the layout off.
+A reduction tail whose outputs are the same bytes in both layouts (a minimum over the channels, a global
+average pool) reads the output in channels-last order as it lies: the group is rewritten in that order
+(``conv_reduction``). Tails that would write a full-size output transposed (softmax over the channels, norms)
+and pooling keep the convolution in NCHW. ``STITCH_CONV_LAYOUT=nchw`` turns the layout off.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from attrs import define
 
 from stitch_lsp.agents import library_calls
 from stitch_lsp.agents.fusion import Group
+from stitch_lsp.agents.template_coder.conv_reduction import physical_index
 from stitch_lsp.agents.template_coder.cuda_common import PREAMBLE
 from stitch_lsp.agents.template_coder.emitter import Unsupported
 from stitch_lsp.agents.template_coder.kernels import KernelSpec, _c_type, _finish, _Writer
+from stitch_lsp.agents.template_coder.reduction_kernels import COL_THREADS as FULL_GPU_THREADS, reduction_kernels
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 ENV = "STITCH_CONV_LAYOUT"  # channels_last (default) | nchw
@@ -38,6 +42,9 @@ THREADS = 256
 TILE = 1024  # elements a block stages: 4 per thread
 _FORMATS = {4: "channels_last", 5: "channels_last_3d"}
 _DTYPES = {"float32", "float16", "bfloat16"}
+_REDUCTIONS = ("row_reduction", "col_reduction")
+TRANSPOSED = "the tail kernel reads it transposed and writes NCHW"
+IN_ORDER = "the reduction kernel reads it in that order"
 
 
 @define
@@ -55,7 +62,7 @@ class ConvLayout:
 
     def describe(self) -> str:
         if self.channels_last:
-            return "convolution in channels-last; the tail kernel reads it transposed and writes NCHW"
+            return f"convolution in channels-last; {self.why}"
         return f"convolution in NCHW: {self.why}"
 
 
@@ -105,13 +112,30 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
     tail = readers[0]
     if tail.kind == "library":
         return nchw("it feeds another library call, which takes it as NCHW")
+    if tail.kind in _REDUCTIONS:
+        try:
+            ours = _threads(reduction_tail(tail, index, "stitch_probe", node.name), node.name)
+        except Unsupported as exc:
+            return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel that cannot read it in channels-last: {exc}")
+        # Few rows lying side by side (a global pool over a small batch) take one block for 32 of them: where that
+        # leaves most of the GPU idle and the NCHW kernel (its long rows split across blocks) does not, NCHW wins.
+        theirs = _threads(reduction_kernels(tail, index, "stitch_probe"), node.name)
+        if ours < FULL_GPU_THREADS // 2 and theirs >= 2 * ours:
+            return nchw(f"in channels-last order its reduction would run {ours} threads, "
+                        f"in NCHW {min(theirs, FULL_GPU_THREADS)}")
+        return ConvLayout(node.name, _FORMATS[len(node.shape)], IN_ORDER, tail.index)
     if tail.kind != "pointwise":
         return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel, which reads its input as NCHW")
     try:
         tail_kernel(tail, index, "stitch_probe", node.name)
     except Unsupported as exc:
         return nchw(f"the tail cannot read it transposed ({exc})")
-    return ConvLayout(node.name, _FORMATS[len(node.shape)], "a pointwise tail reads it", tail.index)
+    return ConvLayout(node.name, _FORMATS[len(node.shape)], TRANSPOSED, tail.index)
+
+
+def _threads(specs: list[KernelSpec], conv: str) -> int:
+    """Threads the kernels that read ``conv`` launch (the fewest of them)."""
+    return min((s.grid * s.block for s in specs if conv in s.params), default=0)
 
 
 def input_kernel(conv: OpNode, index: dict[str, OpNode], name: str) -> KernelSpec | None:
@@ -241,3 +265,14 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({w.signature()}) 
                       layouts={conv: _FORMATS[len(src.shape)]},
                       note=f"{len(group.nodes)} ops, {src.numel} elements, reads {conv} {READS_CHANNELS_LAST} through "
                            f"{tc}x{ts} shared-memory tiles and writes NCHW")
+
+
+def reduction_tail(group: Group, index: dict[str, OpNode], name: str, conv: str, sm: int = 90) -> list[KernelSpec]:
+    """The kernels of reduction group ``group`` reading ``conv``'s output in channels-last, the group written in
+    that order (``conv_reduction.physical_index``)."""
+    specs = reduction_kernels(group, physical_index(group, index, conv), name, sm=sm)
+    for spec in specs:
+        if conv in spec.params:
+            spec.layouts = {conv: _FORMATS[len(index[conv].shape)]}
+            spec.note += f"; reads {conv} {READS_CHANNELS_LAST} through its own order (N, spatial, C)"
+    return specs

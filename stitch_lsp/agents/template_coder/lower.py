@@ -6,7 +6,7 @@ from attrs import define, field
 
 from stitch_lsp.agents import library_calls, op_table
 from stitch_lsp.agents.fusion import Group, simplify, split, split_tail, split_windows
-from stitch_lsp.agents.template_coder.conv_tail import conv_layouts, input_kernel, tail_kernel
+from stitch_lsp.agents.template_coder.conv_tail import conv_layouts, input_kernel, reduction_tail, tail_kernel
 from stitch_lsp.agents.template_coder.emitter import Unsupported
 from stitch_lsp.agents.template_coder.gemm_match import fuse_gemms
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
@@ -87,7 +87,7 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
                              conv_layout="nchw" if channels_last is False else "")
     layouts = conv_layouts(graph, groups, index, channels_last)
     program.conv_layouts = layouts
-    transposed = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
+    reads_channels_last = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
     pending = list(groups)
     while pending:
         group = pending.pop(0)
@@ -97,8 +97,10 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
             name = f"stitch_fused_{len(program.kernels)}"
             try:
                 writer = KERNEL_WRITERS[group.kind]
-                if group.index in transposed and group.kind == "pointwise":
-                    specs = tail_kernel(group, index, name, transposed[group.index])
+                if group.index in reads_channels_last and group.kind == "pointwise":
+                    specs = tail_kernel(group, index, name, reads_channels_last[group.index])
+                elif group.index in reads_channels_last:
+                    specs = reduction_tail(group, index, name, reads_channels_last[group.index], sm=sm)
                 else:
                     specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
             except Unsupported as exc:
