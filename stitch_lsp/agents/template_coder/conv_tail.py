@@ -54,7 +54,8 @@ class ConvLayout:
     conv: str
     layout: str  # "channels_last" | "channels_last_3d" | "nchw"
     why: str
-    tail: int = -1  # the group whose kernel reads it transposed (channels-last only)
+    tail: int = -1  # the group whose kernel reads it in channels-last (channels-last only)
+    fp32: bool = False  # cuDNN's channels-last fp32 kernels are TF32 ones where PyTorch allows it (its default)
 
     @property
     def channels_last(self) -> bool:
@@ -62,7 +63,8 @@ class ConvLayout:
 
     def describe(self) -> str:
         if self.channels_last:
-            return f"convolution in channels-last; {self.why}"
+            tf32 = " (fp32 in channels-last: cuDNN may take TF32, as torch.backends.cudnn.allow_tf32 lets it)"
+            return f"convolution in channels-last; {self.why}" + (tf32 if self.fp32 else "")
         return f"convolution in NCHW: {self.why}"
 
 
@@ -118,19 +120,19 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
         except Unsupported as exc:
             return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel that cannot read it in channels-last: {exc}")
         # Few rows lying side by side (a global pool over a small batch) take one block for 32 of them: where that
-        # leaves most of the GPU idle and the NCHW kernel (its long rows split across blocks) does not, NCHW wins.
+        # leaves most of the GPU idle and the NCHW kernel (its long rows split across blocks) fills it, NCHW wins.
         theirs = _threads(reduction_kernels(tail, index, "stitch_probe"), node.name)
-        if ours < FULL_GPU_THREADS // 2 and theirs >= 2 * ours:
+        if ours < FULL_GPU_THREADS // 2 <= theirs:
             return nchw(f"in channels-last order its reduction would run {ours} threads, "
                         f"in NCHW {min(theirs, FULL_GPU_THREADS)}")
-        return ConvLayout(node.name, _FORMATS[len(node.shape)], IN_ORDER, tail.index)
+        return ConvLayout(node.name, _FORMATS[len(node.shape)], IN_ORDER, tail.index, node.dtype == "float32")
     if tail.kind != "pointwise":
         return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel, which reads its input as NCHW")
     try:
         tail_kernel(tail, index, "stitch_probe", node.name)
     except Unsupported as exc:
         return nchw(f"the tail cannot read it transposed ({exc})")
-    return ConvLayout(node.name, _FORMATS[len(node.shape)], TRANSPOSED, tail.index)
+    return ConvLayout(node.name, _FORMATS[len(node.shape)], TRANSPOSED, tail.index, node.dtype == "float32")
 
 
 def _threads(specs: list[KernelSpec], conv: str) -> int:

@@ -43,6 +43,7 @@ from stitch_lsp.agents.template_coder.kernels import KernelSpec, _c_type, _finis
 from stitch_lsp.op_graph import OpNode
 
 MAX_ROW_ELEMS = 32  # per thread, held in registers
+SUBWARP_MIN = 4  # threads of a row, at the fewest (rows of a few chunks share a warp)
 CHUNKS_PER_THREAD = 4  # 16-byte chunks a row kernel's thread holds, where the row is long enough
 SMS = 132  # the H100's; the split and column shapes aim to fill this many SMs
 SPLIT_THREADS = 512  # threads of a block that takes one part of a split row
@@ -86,7 +87,7 @@ class _RowEmitter(Emitter):
 class RowConfig:
     """How a row kernel maps rows to threads."""
 
-    threads: int  # threads per row: 32 (a warp) or a power of two up to 1024 (part of a block, or all of it)
+    threads: int  # threads per row: a power of two up to 1024 (part of a warp, a warp, part of a block, or all of it)
     block: int  # threads per block, a multiple of ``threads``
     streamed: bool  # loop over the row once per pass (re-read from L2) instead of holding it in registers
     # Ask L2 for the row one wave ahead while this one is reduced (a block that holds a long row in
@@ -106,7 +107,12 @@ def row_config(row_len: int, vec: int, rows: int, inputs: int = 1) -> RowConfig:
     """
     chunks = math.ceil(row_len / vec)
     if math.ceil(chunks / 32) * vec <= MAX_ROW_ELEMS:
-        return RowConfig(32, 256, False)
+        # Rows of fewer than 32 chunks share a warp (a minimum over 64 channels: 16 threads a row), so that
+        # every lane loads: a warp a row left half the lanes idle and half the bytes a warp could have in flight.
+        rt = 32
+        while rt > SUBWARP_MIN and rt // 2 >= chunks:
+            rt //= 2
+        return RowConfig(rt, 256, False)
     rt = 64
     if inputs <= 1:
         while rt < 1024 and math.ceil(chunks / rt) > CHUNKS_PER_THREAD:
@@ -376,7 +382,7 @@ class _RowKernel:
             cfg = RowConfig(split.threads, split.threads, role != "cluster")
         else:
             cfg = config or row_config(dom.row_len, self.vec, dom.rows, len(a.full_leaves))
-        if cfg.threads < 32 or cfg.threads & (cfg.threads - 1) or cfg.block % cfg.threads or cfg.block > 1024:
+        if cfg.threads < 1 or cfg.threads & (cfg.threads - 1) or cfg.block % cfg.threads or cfg.block > 1024:
             raise ValueError(f"bad row config {cfg}")
         self.cfg = cfg
         # Passes computed from elements here, and those folded from partial results written before.
@@ -723,13 +729,14 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         first_slot = self.slot
         slot = first_slot
         shfl = "__shfl_xor_sync(0xffffffffu, {v}, o)"
+        top = min(16, self.cfg.threads // 2)  # rows that share a warp exchange within their lanes only
         for r in rpass:
             how = op_table.REDUCTION_OPS[index[r].op]
             acc = accs[r]
             em.emit("#pragma unroll")
             if r in moments:
                 n_, mu, m2, _ = moments[r]
-                em.emit(f"for (int o = 16; o > 0; o >>= 1) stitch_moments_merge({n_}, {mu}, {m2}, "
+                em.emit(f"for (int o = {top}; o > 0; o >>= 1) stitch_moments_merge({n_}, {mu}, {m2}, "
                         f"{shfl.format(v=n_)}, {shfl.format(v=mu)}, {shfl.format(v=m2)});")
                 if self.warps_per_row > 1:
                     em.emit(f"if ((threadIdx.x & 31) == 0) {{ red[{slot}][threadIdx.x >> 5] = {n_}; "
@@ -737,14 +744,14 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
                 slot += 3
                 continue
             if r in poss:
-                em.emit(f"for (int o = 16; o > 0; o >>= 1) {_ARG_MERGE[how]}({acc}, {poss[r]}, "
+                em.emit(f"for (int o = {top}; o > 0; o >>= 1) {_ARG_MERGE[how]}({acc}, {poss[r]}, "
                         f"{shfl.format(v=acc)}, {shfl.format(v=poss[r])});")
                 if self.warps_per_row > 1:
                     em.emit(f"if ((threadIdx.x & 31) == 0) {{ red[{slot}][threadIdx.x >> 5] = {acc}; "
                             f"redi[{slot}][threadIdx.x >> 5] = {poss[r]}; }}")
                 slot += 1
                 continue
-            em.emit(f"for (int o = 16; o > 0; o >>= 1) {acc} = {_COMBINE[how].format(a=acc, b=shfl.format(v=acc))};")
+            em.emit(f"for (int o = {top}; o > 0; o >>= 1) {acc} = {_COMBINE[how].format(a=acc, b=shfl.format(v=acc))};")
             if self.warps_per_row > 1:
                 em.emit(f"if ((threadIdx.x & 31) == 0) red[{slot}][threadIdx.x >> 5] = {acc};")
             slot += 1
