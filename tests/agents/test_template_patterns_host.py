@@ -244,6 +244,20 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # Losses: each a single value from two inputs (split, a row's parts are taken in turn by its blocks), and
+    # a maximum beside a sum in one pass.
+    "losses": """
+class Model(nn.Module):
+    def forward(self, p, t):
+        d = p - t
+        return F.mse_loss(p, t), F.smooth_l1_loss(p, t), torch.amax(d.abs()) + torch.sum(d * 0.5)
+
+def get_inputs():
+    return [torch.randn(3, 5, 37) * 3 + 2, torch.randn(3, 5, 37)]
+
+def get_init_inputs():
+    return []
+""",
 }
 
 # Models whose scans all store through a flip or a cat: how many kernels (one a scan).
@@ -253,7 +267,7 @@ EXTRA = {"scans-placed": ("inf",)}
 
 # Which cases also run with every row split into parts (the multi-kernel path): the runs of a BatchNorm, and
 # rows that are the whole tensor.
-SPLIT = {"batchnorm-channel-softmax", "few-long-rows"}
+SPLIT = {"batchnorm-channel-softmax", "few-long-rows", "losses"}
 
 
 # ... and which with every row along its elements held by a cluster of two blocks (distributed shared memory).
@@ -287,6 +301,8 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
     assert program.kernels
     if mode == "split":
         assert any(k.scratch for k in program.kernels), [k.note for k in program.kernels]
+        if name == "losses":  # values alone: the parts' chunks interleaved (block b takes chunks b, b + 3, ...)
+            assert any("* 3 + part) *" in k.source for k in program.kernels), [k.note for k in program.kernels]
     if mode == "cluster":
         assert any("__cluster_dims__(2" in k.source for k in program.kernels), [k.note for k in program.kernels]
     monkeypatch.setattr(host, "_driver", rows._driver)

@@ -49,6 +49,10 @@ SMS = 132  # the H100's; the split and column shapes aim to fill this many SMs
 SPLIT_THREADS = 512  # threads of a block that takes one part of a split row
 SPLIT_BLOCKS = 2 * 4 * SMS  # about two waves of split blocks (four 512-thread blocks an SM)
 SPLIT_MIN_ELEMS = 1 << 20  # below this a split row's extra launches cost more than they win
+# A split row reduced to values alone (a loss, a norm's statistics with no outputs to write): its blocks take
+# the row's chunks in turn (block b the chunks b, b + parts, ...), so the GPU sweeps the row front to back
+# together instead of each block streaming a region of its own.
+SPLIT_INTERLEAVE = True
 # Threads of each block of a cluster that holds a row, tried in order: 512-thread blocks with 64 registers fit
 # two to an SM, so one block's loads run while the other combines its totals or stores (measured on an H100:
 # KernelBench's L2 norm of rows of 65535 at 86% of the copy bandwidth, 80% with one 1024-thread block an SM).
@@ -370,6 +374,7 @@ class _RowKernel:
                  upto: int = 0) -> None:
         self.group, self.index, self.name, self.a = group, index, name, a
         self.split, self.role, self.upto = split, role, upto
+        self.interleaved = False  # see SPLIT_INTERLEAVE; decided in build()
         self.base = re.sub(r"_p\d+$", "", name)
         w = self.w = _Writer(group, index, name, emitter=_RowEmitter)
         dom = a.dom
@@ -444,6 +449,19 @@ class _RowKernel:
             em.emit(f"const long long rbase = row * {row_len}LL;")
         self.prefixes, self.guards, self.positions = [], [], []
         jn = "jn" if split else str(row_len)
+        # Interleaved parts (SPLIT_INTERLEAVE): only where the pass's partial results do not depend on which
+        # elements a part holds beyond their values (sums, maxima: no counts, no positions, no outputs).
+        self.interleaved = (SPLIT_INTERLEAVE and split is not None and self.role == "partials" and looped
+                            and not a.full_outs and not a.var_of
+                            and not any(op_table.REDUCTION_OPS[index[r].op] in op_table.INDEX_REDUCTIONS
+                                        or op_table.REDUCTION_OPS[index[r].op] == "gather" for r in a.reductions))
+        if self.interleaved:
+            items = math.ceil(math.ceil(row_len / vec) / (split.parts * rt))
+            if items * split.parts * rt * vec >= 2 ** 31:
+                self.interleaved = False
+                items = math.ceil(math.ceil(chunk / vec) / rt)
+            else:
+                jn = str(row_len)
         self.items, self.jn = items, jn
 
         if not looped:
@@ -577,7 +595,7 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
 
     def element(self, j: str) -> str:
         """The linear index of the row's element at position ``j`` of this thread's part."""
-        pos = f"jbeg + {j}" if self.split else j
+        pos = f"jbeg + {j}" if self.split and not self.interleaved else j
         if self.a.dom.layout == "rows":
             return f"rbase + {pos}"
         return self.a.dom.element("row", f"({pos})")
@@ -594,7 +612,10 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         else:
             em.emit(f"for (int it = 0; it < {items}; ++it) {{")
         em.indent += "  "
-        em.emit(f"const int j0 = (it * {rt} + lane) * {vec};")
+        if self.interleaved:
+            em.emit(f"const int j0 = ((it * {self.split.parts} + part) * {rt} + lane) * {vec};")
+        else:
+            em.emit(f"const int j0 = (it * {rt} + lane) * {vec};")
         if self.split or items * rt > self.nch:
             em.emit(f"if (j0 >= {self.jn}) {'continue' if reverse else 'break'};")
         em.memo = {}
@@ -876,7 +897,7 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         """The position in the row of lane ``v`` of this thread's chunk ``k``."""
         base = self.positions[k] if k < len(self.positions) else f"j{k}"
         pos = f"{base} + {v}" if v else base
-        return f"(jbeg + {pos})" if self.split else f"({pos})"
+        return f"(jbeg + {pos})" if self.split and not self.interleaved else f"({pos})"
 
 
 def _reduction_emitter(w: _Writer, a: _Analysis, group: Group, index: dict[str, OpNode], indexed_rows: bool):
