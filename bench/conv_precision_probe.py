@@ -12,12 +12,12 @@ convolution kernels it ran.
 """
 from __future__ import annotations
 
-import statistics
 import sys
 import types
 
 import torch
 
+from kernelbench_gpu_check import _time  # the same flushed, event-timed median (bench/ is on the path)
 from stitch_lsp.worker import inputs as inp
 
 
@@ -32,19 +32,8 @@ def _conv_kernels(fn) -> list[str]:
     return sorted(n[:110] for n in names if any(k in n.lower() for k in keep))
 
 
-def _median_ms(fn, reps: int = 7) -> float:
-    flush = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+def _median_ms(fn) -> float:
+    return _time(fn, torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), 7)
 
 
 def probe(path: str) -> None:
