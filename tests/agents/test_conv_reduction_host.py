@@ -41,6 +41,10 @@ CASES = {
         "F.adaptive_avg_pool2d(F.gelu(y + self.bias), 1).squeeze(-1).squeeze(-1)", "torch.randn(2, 3, 10, 9)"),
     "conv3d-sum-spatial": conv._source(
         "Conv3d(2, 5, 3)", "5", "y.sum(dim=(2, 3, 4)) * self.bias", "torch.randn(2, 2, 5, 6, 7)"),
+    # 8 channels over 8 x 8 positions: the permuted sizes read the same as NCHW's, the order does not
+    "min-channels-equal-sizes": conv._source(
+        "Conv2d(3, 8, 3)", "8, 1, 1", "torch.amin(torch.sigmoid(y + self.bias), dim=1, keepdim=True)",
+        "torch.randn(2, 3, 10, 10)"),
     "conv-transpose-mean-keepdim": conv._source(
         "ConvTranspose2d(4, 16, 3, stride=2)", "16, 1, 1", "torch.mean(y * 0.5, dim=[2, 3], keepdim=True) + self.bias",
         "torch.randn(2, 4, 5, 6)"),
@@ -67,6 +71,21 @@ def test_reductions_that_would_move_their_output_keep_nchw_and_say_why(tail, why
     program = conv._program(conv._source("Conv2d(3, 5, 3)", "5, 1, 1", tail, "torch.randn(2, 3, 9, 11)"))
     assert conv._transposed(program) == {"conv": [], "kernels": []}
     assert any("cannot read it in channels-last" in n and why in n for n in program.notes), program.notes
+
+
+@pytest.mark.parametrize("bias_shape, tail, why", [
+    # (2, 8, 8, 8): a full-size output would move, though its permuted sizes are the same
+    ("8, 1, 1", "torch.softmax(y + self.bias, dim=1)", "would be written transposed"),
+    # a (C, H, W) operand with C == H == W: read in channels-last order it would be read across it
+    ("8, 8, 8", "torch.amin(y * self.bias, dim=1, keepdim=True)", "would be read across"),
+])
+def test_layouts_are_judged_by_dims_not_sizes(bias_shape, tail, why, tmp_path, monkeypatch):
+    source = conv._source("Conv2d(3, 8, 3)", bias_shape, tail, "torch.randn(2, 3, 10, 10)")
+    program = conv._program(source)
+    assert conv._transposed(program) == {"conv": [], "kernels": []}
+    assert any("cannot read it in channels-last" in n and why in n for n in program.notes), program.notes
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(source, program, ("random",), tmp_path)
 
 
 def test_the_rewritten_group_renumbers_the_reduced_dims_and_reshapes_the_bias():

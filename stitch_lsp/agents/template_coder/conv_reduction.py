@@ -46,9 +46,12 @@ def _permuted(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape[d] for d in _order(len(shape)))
 
 
-def _bytes(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """What fixes a contiguous tensor's layout: its sizes other than 1, in order."""
-    return tuple(s for s in shape if s != 1)
+def _moves(shape: tuple[int, ...], dropped: tuple[int, ...] = ()) -> bool:
+    """Whether channels-last order reorders the elements of a contiguous tensor of this (logical, full-rank)
+    shape, less the dims ``dropped``: whether its dims other than size-1 ones come in another order. Judged by
+    dims, not sizes: (N, C, H, W) with C == H == W moves although its permuted sizes read the same."""
+    kept = [d for d in range(len(shape)) if shape[d] != 1 and d not in dropped]
+    return [d for d in _order(len(shape)) if d in kept] != kept
 
 
 def _reshaped(node: OpNode, shape: tuple[int, ...]) -> OpNode:
@@ -71,14 +74,18 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str) -> dict[st
         if fixed.setdefault(name, shape) != shape:
             raise Unsupported(f"{name} is read in both orders")
 
-    def present(name: str, want: tuple[int, ...]) -> None:
-        """Give the value ``name`` the shape ``want`` (the same bytes), where it is a leaf or a reshape."""
-        node = new[name]
-        if node.numel <= 1 or node.shape == want:
+    def present(name: str, full: tuple[int, ...]) -> None:
+        """Give the value ``name`` (of logical shape ``full``, padded to the full rank) its channels-last shape,
+        where that is the same bytes and it is a leaf or a reshape."""
+        node, want = new[name], _permuted(full)
+        if node.numel <= 1:
             take(name, node.shape)
             return
-        if name == conv or _bytes(node.shape) != _bytes(want):
+        if name == conv or _moves(full):
             raise Unsupported(f"{name} {list(index[name].shape)} would be read across the channels-last order")
+        if node.shape == want:
+            take(name, node.shape)
+            return
         if name in members and node.op not in _RESHAPES:
             raise Unsupported(f"{name} ({op_table.short(node.op)}) broadcasts into a channels-last value")
         take(name, want)
@@ -100,7 +107,7 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str) -> dict[st
                     take(r, new[r].shape)
                     continue
                 shape = index[r].shape
-                present(r, _permuted((1,) * (rank - len(shape)) + tuple(shape)))
+                present(r, (1,) * (rank - len(shape)) + tuple(shape))
             new[name] = evolve(node, shape=_permuted(node.shape), shape_expr=[])
             framed.add(name)
         elif kind == "reduction" and (node.op in _DIMMED or node.op in _WHOLE):
@@ -116,9 +123,8 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str) -> dict[st
             where = _order(rank).index
             new_dims = sorted(where(d) for d in dims)
             keep = bool(args[2]) if len(args) > 2 else bool(node.kwargs.get("keepdim", False))
-            moved = [s for i, s in enumerate(new[x].shape) if i not in new_dims]
-            shape = _permuted(node.shape) if keep else tuple(moved)
-            if not keep and shape != node.shape:
+            shape = _permuted(node.shape) if keep else node.shape
+            if not keep and _moves(index[x].shape, tuple(dims)):
                 raise Unsupported(f"{name} keeps dims in another order in channels-last")
             args[1] = new_dims if isinstance(args[1], list) else new_dims[0]
             new[name] = evolve(node, args_json=json.dumps(args), shape=shape, shape_expr=[])
@@ -127,13 +133,13 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str) -> dict[st
         elif kind == "view" and node.op in _RESHAPES:
             (x,) = refs[:1]
             take(x, new[x].shape)
-            if _bytes(new[x].shape) != _bytes(node.shape):
+            if _moves(index[x].shape):
                 raise Unsupported(f"{name} ({op_table.short(node.op)}) reshapes a channels-last value")
             new[name] = _reshaped(node, node.shape)
         else:
             raise Unsupported(f"{op_table.short(node.op)} of a channels-last value")
     for o in group.outputs:
-        if _bytes(new[o].shape) != _bytes(index[o].shape):
+        if o in framed and _moves(index[o].shape):
             raise Unsupported(f"{o} {list(index[o].shape)} would be written transposed")
     return new
 
