@@ -123,7 +123,8 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
             return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel that cannot read it in channels-last: {exc}")
         # Few rows lying side by side (a global pool over a small batch) take one block for 32 of them: where that
         # leaves most of the GPU idle and the NCHW kernel (its long rows split across blocks) fills it, NCHW wins.
-        theirs = _threads(reduction_kernels(tail, index, "stitch_probe"), node.name)
+        theirs = ours if ours >= FULL_GPU_THREADS // 2 else _threads(reduction_kernels(tail, index, "stitch_probe"),
+                                                                      node.name)
         if ours < FULL_GPU_THREADS // 2 <= theirs:
             return nchw(f"in channels-last order its reduction would run {ours} threads, "
                         f"in NCHW {min(theirs, FULL_GPU_THREADS)}")
