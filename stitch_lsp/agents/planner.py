@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from stitch_lsp.agents import library_calls, op_table
-from stitch_lsp.agents.fusion import Group, simplify, split
+from stitch_lsp.agents.fusion import Group, domain, simplify, split
 from stitch_lsp.agents.template_coder.conv_tail import conv_layouts
 from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, GemmSpec, fuse_gemms, spec_of
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
@@ -25,6 +25,7 @@ H100_COPY_GBS = 3000.0
 H100_PEAK_TFLOPS = {"float32": 60.0, "tf32": 400.0, "bfloat16": 800.0, "float16": 800.0}
 H100_PEAK_TFLOPS["tf32x3"] = H100_PEAK_TFLOPS["tf32"] / 3
 LAUNCH_US = 2.5  # what one extra kernel launch costs eager PyTorch, roughly
+H100_L2_BYTES = 50 << 20
 KERNEL_KINDS = ("pointwise", "row_reduction", "col_reduction", "scan", "window")
 LIBRARY_KINDS = ("gemm", "conv", "pool", "attention", "random")
 GROUP_NOTES = {
@@ -87,7 +88,7 @@ def _group_figures(group: Group, index: dict[str, OpNode]) -> tuple[int, int]:
     if group.kind == "library" and index[group.nodes[0]].op == GEMM_OP:
         return _gemm_family_figures(spec_of(index[group.nodes[0]]), index)
     moved = sum(_bytes(index[i]) for i in group.inputs if index[i].op != "getitem" or index[i].shape)
-    moved += sum(_bytes(index[o]) for o in group.outputs)
+    moved += sum(_bytes(index[o]) for o in group.outputs) + _second_read(group, index)
     flops = 0
     for n in group.nodes:
         node = index[n]
@@ -100,6 +101,29 @@ def _group_figures(group: Group, index: dict[str, OpNode]) -> tuple[int, int]:
             src = index[node.refs()[0]] if node.refs() else node
             flops += max(node.numel, src.numel) * op_table.FLOPS.get(node.op, 1)
     return moved, flops
+
+
+def _second_read(group: Group, index: dict[str, OpNode]) -> int:
+    """The bytes a reduction group must read twice whatever the kernel: its full-size inputs, where full-size
+    outputs depend on a reduction whose rows are larger than L2 (a tensor divided by its own norm: the first
+    output waits for the last input, which by then has pushed the first out of every cache). Rows that fit in
+    L2 are counted once, as a kernel could read them once."""
+    if group.kind not in ("row_reduction", "col_reduction"):
+        return 0
+    reductions = [n for n in group.nodes if op_table.classify(index[n].op, index[n].dtype) == "reduction"]
+    if not reductions:
+        return 0
+    dom = domain(index[reductions[0]], index)
+    full = [i for i in group.inputs if index[i].numel == dom.numel]
+    if dom.row_len * sum(op_table.DTYPE_BYTES.get(index[i].dtype, 4) for i in full) <= H100_L2_BYTES:
+        return 0
+    after = set(reductions)
+    for n in group.nodes:
+        if any(r in after for r in index[n].refs()):
+            after.add(n)
+    if not any(o in after and index[o].numel == dom.numel for o in group.outputs):
+        return 0
+    return sum(_bytes(index[i]) for i in full)
 
 
 def _eager_bytes(graph: OpGraph, index: dict[str, OpNode]) -> tuple[int, int]:

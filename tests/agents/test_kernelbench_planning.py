@@ -245,3 +245,37 @@ def get_init_inputs():
     assert [(s.index, s.value) for s in reply.graph.scalars] == [(1, 0.5)]
     assert [(i.index, i.shape) for i in reply.graph.inputs if i.role == "input"] == [(0, (6, 10)), (2, (6, 10))]
     assert 3.0 in [v for n in reply.graph.nodes for v in json.loads(n.args_json) if isinstance(v, float)]
+
+
+def _moved(body: str) -> int:
+    source, graph = _trace(body)
+    return make_plan(Task(name="t", source=source), graph).bytes_moved
+
+
+def test_a_tensor_divided_by_its_own_norm_counts_the_second_read_it_cannot_avoid(monkeypatch):
+    """The Frobenius norm of 512 MB: every output waits for the last input, long gone from L2, so any kernel
+    reads the input twice and the plan's floor says so. The same tensor normalised per 2 MB row (rows that fit
+    in L2), or summed beside an output that does not wait for the sum, is counted as before: once."""
+    from stitch_lsp.agents import planner
+
+    model = """
+class Model(nn.Module):
+    def forward(self, x):
+        return {expr}
+
+def get_inputs():
+    return [torch.rand({shape})]
+
+def get_init_inputs():
+    return []
+"""
+    cases = {"whole": ("x / torch.norm(x, p='fro')", "128, 1024, 1024"),
+             "per-row": ("x / torch.norm(x, p=2, dim=1, keepdim=True)", "256, 524288"),
+             "beside": ("(torch.relu(x), torch.relu(x).sum())", "128, 1024, 1024")}
+    now = {k: _moved(model.format(expr=e, shape=s)) for k, (e, s) in cases.items()}
+    monkeypatch.setattr(planner, "H100_L2_BYTES", 1 << 62)  # an L2 that holds anything: no second read
+    once = {k: _moved(model.format(expr=e, shape=s)) for k, (e, s) in cases.items()}
+    size = 128 * 1024 * 1024 * 4  # bytes of the input
+    assert once["whole"] == 2 * size and now["whole"] == 3 * size
+    assert now["per-row"] == once["per-row"] == 2 * size
+    assert now["beside"] == once["beside"]
