@@ -24,6 +24,7 @@ import ctypes
 import glob
 import hashlib
 import json
+import math
 import operator
 import os
 import re
@@ -633,6 +634,7 @@ def _current_stream_handle(device: int) -> int:
 
 _ATTR = {"max_threads_per_block": 0, "shared_bytes": 1, "const_bytes": 2, "local_bytes": 3, "registers": 4}
 _MAX_DYNAMIC_SHARED = 8
+_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 
 
 class Kernel:
@@ -654,6 +656,11 @@ class Kernel:
         _check_cu(lib.cuModuleGetFunction(ctypes.byref(self._func), self._module, mangled.encode()),
                   f"finding {name} in its module")
         self.attributes = {key: self._attribute(code) for key, code in _ATTR.items()}
+        cluster = re.search(r"__cluster_dims__\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", source)
+        if cluster is not None and math.prod(int(d) for d in cluster.groups()) > 8:
+            # Clusters of more than 8 blocks (up to 16 on Hopper) only where the kernel allows them.
+            _check_cu(lib.cuFuncSetAttribute(self._func, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                      f"{name}: allowing a cluster of {math.prod(int(d) for d in cluster.groups())} blocks")
         self.params = kernel_params(source, name)
         self._dynamic_shared = 0
         self._slots = None  # launch_pointers' argument storage, made on first use
@@ -719,7 +726,8 @@ class Kernel:
             f"launching {self.name}",
         )
 
-    def launch_pointers(self, grid: tuple[int, int, int], block: tuple[int, int, int], pointers: Sequence[int]) -> None:
+    def launch_pointers(self, grid: tuple[int, int, int], block: tuple[int, int, int], pointers: Sequence[int],
+                        shared_mem: int = 0) -> None:
         """A launch whose arguments are all device pointers (as ints), on the current stream.
 
         The hot path of a fused module: the module makes one checked ``__call__`` per argument
@@ -746,7 +754,7 @@ class Kernel:
             for i, ptr in enumerate(pointers):
                 slots[i] = ptr
             _check_cu(_cuda().cuLaunchKernel(self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                             0, ctypes.c_void_p(handle), self._argv, None),
+                                             shared_mem, ctypes.c_void_p(handle), self._argv, None),
                       f"launching {self.name}")
 
     def __repr__(self) -> str:

@@ -70,3 +70,38 @@ def test_one_pass_variance_is_as_accurate_as_eager_on_the_gpu(case, monkeypatch)
     eager_err = float((eager.double() - exact).abs().max())
     # CUDA's eager kernels use Welford too: allow ours a little slack against theirs.
     assert ours_err <= 1.5 * eager_err + 1e-6, (ours_err, eager_err)
+
+
+LONG_ROWS = {
+    # rows too long for a cluster's registers (48 values a thread of 8 blocks of 1024): held in shared memory
+    "softmax": "torch.softmax(x, dim=1)",
+    "log-softmax-scaled": "torch.log_softmax(x * 0.5, dim=-1)",
+    "layernorm-free": "(x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)",
+}
+
+
+@pytest.mark.parametrize("case", sorted(LONG_ROWS))
+def test_rows_held_in_a_clusters_shared_memory_match_eager_on_the_gpu(case):
+    from stitch_lsp.worker.trace_handler import trace_task
+    from tests.agents.gpu_models import reference_and_candidate
+
+    source = f"""
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return {LONG_ROWS[case]}
+
+def get_inputs():
+    return [torch.randn(40, 393216) * 3]
+
+def get_init_inputs():
+    return []
+"""
+    reply = trace_task(source)
+    assert reply.ok, reply.message
+    task = Task(name=case, source=source)
+    candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
+    assert any("holding it in shared memory" in n for n in candidate.notes), candidate.notes
+    assert_matches_eager(*reference_and_candidate(case, source, candidate.module_source))

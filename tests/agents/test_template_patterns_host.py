@@ -270,19 +270,21 @@ EXTRA = {"scans-placed": ("inf",)}
 SPLIT = {"batchnorm-channel-softmax", "few-long-rows", "losses"}
 
 
-# ... and which with every row along its elements held by a cluster of two blocks (distributed shared memory).
+# ... and which with every row along its elements held by a cluster of two blocks (distributed shared memory),
+# in the blocks' registers and, as rows too long for those are, in their shared memory.
 CLUSTER = {"few-long-rows", "arg-reductions"}
 
 
-def _parts(n: int):
+def _parts(n: int, shared: bool = False):
     def force(rows_, row_len, vec, *args, **kw):
         chunk = math.ceil(math.ceil(row_len / n) / vec) * vec
-        return reduction_kernels.Split(math.ceil(row_len / chunk), chunk, 64) if row_len > chunk else None
+        return (reduction_kernels.Split(math.ceil(row_len / chunk), chunk, 64, shared=shared)
+                if row_len > chunk else None)
     return force
 
 
 CASES = ([(name, "") for name in MODELS] + [(name, "split") for name in sorted(SPLIT)]
-         + [(name, "cluster") for name in sorted(CLUSTER)])
+         + [(name, "cluster") for name in sorted(CLUSTER)] + [(name, "cluster-shared") for name in sorted(CLUSTER)])
 
 
 @pytest.mark.parametrize("name,mode", CASES, ids=[f"{n}{'-' + m if m else ''}" for n, m in CASES])
@@ -294,8 +296,8 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
     assert reply.ok, reply.message
     if mode == "split":
         monkeypatch.setattr(reduction_kernels, "split_for", _parts(3))
-    if mode == "cluster":
-        monkeypatch.setattr(reduction_kernels, "cluster_for", _parts(2))
+    if mode.startswith("cluster"):
+        monkeypatch.setattr(reduction_kernels, "cluster_for", _parts(2, shared=mode == "cluster-shared"))
     program = lower(reply.graph)
     assert program.covered, program.blocking_ops
     assert program.kernels
@@ -303,8 +305,11 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
         assert any(k.scratch for k in program.kernels), [k.note for k in program.kernels]
         if name == "losses":  # values alone: the parts' chunks interleaved (block b takes chunks b, b + 3, ...)
             assert any("* 3 + part) *" in k.source for k in program.kernels), [k.note for k in program.kernels]
-    if mode == "cluster":
+    if mode.startswith("cluster"):
         assert any("__cluster_dims__(2" in k.source for k in program.kernels), [k.note for k in program.kernels]
+        held = [k for k in program.kernels if "STITCH_HELD(stitch_held" in k.source]
+        assert bool(held) == (mode == "cluster-shared") and all(k.shared for k in held), \
+            [k.note for k in program.kernels]
     monkeypatch.setattr(host, "_driver", rows._driver)
     if name == "scans":  # the exclusive scans of short rows store whole lines, shifted through the warp
         notes = [k.note for k in program.kernels]

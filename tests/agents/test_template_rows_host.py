@@ -98,6 +98,8 @@ static inline float stitch_cluster_ld(const float* p, unsigned rank) {
   return stitch_cluster_arrays[rank][p - stitch_cluster_arrays[stitch_rank()]];
 }
 #define __cluster_dims__(...)
+// A block's dynamic shared memory: each block (a cluster's rank) runs its own copy of the kernel.
+#define STITCH_HELD(name, floats) static float name[floats]
 """
 
 

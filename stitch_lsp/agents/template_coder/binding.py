@@ -237,7 +237,8 @@ class _Prepared:
             layouts = step.get("layouts") or {}
             self.steps.append(["kernel", name, data["sources"][name], step["args"], outs,
                                (step["grid"], 1, 1), (step["block"], 1, 1), None,
-                               [getattr(torch, layouts[a]) if a in layouts else None for a in step["args"]]])
+                               [getattr(torch, layouts[a]) if a in layouts else None for a in step["args"]],
+                               step.get("shared", 0)])
 
     def __call__(self, tensors):
         device = tensors[0].device
@@ -245,18 +246,18 @@ class _Prepared:
         for step in self.steps:
             kind = step[0]
             if kind == "kernel":
-                _, name, source, arg_names, outs, grid, block, kernel, layouts = step
+                _, name, source, arg_names, outs, grid, block, kernel, layouts, shared = step
                 args = [_ready(env[a], f) for a, f in zip(arg_names, layouts)]
                 for out, shape, dtype in outs:
                     t = env[out] = torch.empty(shape, dtype=dtype, device=device)
                     args.append(t)
                 if kernel is not None:
-                    kernel.launch_pointers(grid, block, [t.data_ptr() for t in args])
+                    kernel.launch_pointers(grid, block, [t.data_ptr() for t in args], shared)
                     continue
                 kernel = _KERNELS.get(source)
                 if kernel is None:
                     kernel = _KERNELS[source] = load_kernel(source, name)
-                kernel(grid, block, args)
+                kernel(grid, block, args, shared_mem=shared)
                 step[7] = kernel
             elif kind == "triton":
                 _, name, source, arg_names, outs, grid, meta, kernel, tuple_name = step

@@ -218,6 +218,14 @@ __device__ __forceinline__ float stitch_cluster_ld(const float* p, unsigned rank
 }
 #endif
 
+// A block's dynamic shared memory as ``floats`` floats (16-byte aligned), named ``name``. Host builds of a kernel
+// define it themselves.
+#if defined(__CUDACC__) || defined(__CUDA_ARCH__)
+#define STITCH_HELD(name, floats) \
+  extern __shared__ float4 name##_words[]; \
+  float* name = reinterpret_cast<float*>(name##_words)
+#endif
+
 // The number of SM identifiers (at least the SMs' count): how many blocks of one per SM run at once.
 __device__ __forceinline__ int stitch_nsm() {
   unsigned n = 132;

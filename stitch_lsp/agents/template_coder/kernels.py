@@ -48,6 +48,8 @@ class KernelSpec:
     scratch: dict = field(factory=dict)
     # Inputs read in another memory layout than contiguous: name -> torch memory format ("channels_last").
     layouts: dict = field(factory=dict)
+    # Dynamic shared memory a block takes, in bytes (a cluster holding its rows there).
+    shared: int = 0
 
 
 def _finish(src: str, group: Group, index: dict[str, OpNode]) -> str:
@@ -102,6 +104,11 @@ class _Writer:
         used_inside = {r for n in group.nodes for r in index[n].refs() if r in self.members}
         self.em.stored_only = {o for o in group.outputs if o not in used_inside}
         self.vec_loaded: dict[tuple[str, str], list[str]] = {}
+        # Where loaded chunks live: registers (None), or slots of this shared-memory array, one per chunk and
+        # thread (``held_slots`` of them so far): a cluster's blocks holding rows longer than their registers.
+        self.held: str | None = None
+        self.held_threads = 0  # threads of the block sharing ``held``
+        self.held_slots = 0
         self.chunk_base: dict[str, str] = {}  # element var -> (chunk base var, lane)
         self.elem_of: dict[str, tuple[str, int]] = {}
         self.vec = 1
@@ -133,12 +140,24 @@ class _Writer:
         if key not in self.vec_loaded and self.em.depth > self.em.uniform_depth:
             return None
         if key not in self.vec_loaded:
-            arr = self.em.fresh("ld")
             start = base if mod is None else f"({base} % {mod}LL)"
-            self.em.emit(f"float {arr}[{self.vec}];")
-            self.em.emit(f"stitch_ldv<{self.vec}>({self.param_of[leaf]} + {start}, {arr});")
-            self.vec_loaded[key] = [f"{arr}[{v}]" for v in range(self.vec)]
+            self.vec_loaded[key] = self.load_vector(f"{self.param_of[leaf]} + {start}")
         return self.vec_loaded[key][lane]
+
+    def load_vector(self, pointer: str) -> list[str]:
+        """One chunk's VEC values loaded from ``pointer``: C expressions for each, in registers or (``held``)
+        in this thread's slot of the shared array, laid out so that a warp's threads read neighbouring words."""
+        arr = self.em.fresh("ld")
+        self.em.emit(f"float {arr}[{self.vec}];")
+        self.em.emit(f"stitch_ldv<{self.vec}>({pointer}, {arr});")
+        if self.held is None:
+            return [f"{arr}[{v}]" for v in range(self.vec)]
+        slot = self.em.fresh("held")
+        t = self.held_threads
+        self.em.emit(f"float* {slot} = {self.held} + {self.held_slots * self.vec * t} + threadIdx.x;")
+        self.em.emit(" ".join(f"{slot}[{v * t}] = {arr}[{v}];" for v in range(self.vec)))
+        self.held_slots += 1
+        return [f"{slot}[{v * t}]" for v in range(self.vec)]
 
     def affine_hint(self, leaf: str, ix: str):
         """A vector load where ``ix`` moves in step with the element index across a chunk.
@@ -163,10 +182,7 @@ class _Writer:
         if key not in self.vec_loaded and self.em.depth > self.em.uniform_depth:
             return None  # inside a per-element cat branch: a vector loaded there would serve one lane
         if key not in self.vec_loaded:
-            arr = self.em.fresh("ld")
-            self.em.emit(f"float {arr}[{self.vec}];")
-            self.em.emit(f"stitch_ldv<{self.vec}>({self.param_of[leaf]} + {base_c}, {arr});")
-            self.vec_loaded[key] = [f"{arr}[{v}]" for v in range(self.vec)]
+            self.vec_loaded[key] = self.load_vector(f"{self.param_of[leaf]} + {base_c}")
         return self.vec_loaded[key][lane]
 
     def consecutive(self, full: str, k: int, lane: int) -> bool:

@@ -42,6 +42,7 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                 "outputs": [[o, list(index[o].shape), index[o].dtype] if o in index
                             else [o, list(k.scratch[o][0]), k.scratch[o][1]] for o in k.outputs],
                 **({"layouts": dict(k.layouts)} if k.layouts else {}),
+                **({"shared": k.shared} if k.shared else {}),
             })
             continue
         for n in step.nodes:

@@ -60,6 +60,9 @@ CLUSTER_THREADS = (512, 1024)
 CLUSTER_MAX = 8  # blocks in a cluster (the portable limit)
 CLUSTER_ROW_ELEMS = 32  # elements each thread of a cluster's block holds in registers, at most
 CLUSTER_REGISTERS = 64  # registers a thread of a cluster's block may take (blocks an SM = 64K / threads / this)
+# Rows too long for a cluster's registers (softmax over 393216 values: 48 a thread of 8 blocks of 1024) are held
+# in the blocks' shared memory instead, up to this many bytes a block (an H100 SM has 228 KB).
+CLUSTER_SHARED_BYTES = 200 * 1024
 COL_SPLIT_MAX = 32  # warps that share a column's elements
 COL_SPLIT_MIN = 8
 COL_THREADS = SMS * 2048  # threads that fill an H100
@@ -135,6 +138,7 @@ class Split:
     parts: int
     chunk: int
     threads: int = SPLIT_THREADS
+    shared: bool = False  # a cluster's blocks hold their parts in shared memory (else in registers)
 
 
 def split_for(rows: int, row_len: int, vec: int, blocks: int, *, passes: int = 1, full_outputs: bool = True,
@@ -293,27 +297,35 @@ def _slots(a: _Analysis, index: dict[str, OpNode], r: str) -> int:
 
 
 def cluster_for(rows: int, row_len: int, vec: int, *, passes: int = 1, full_outputs: bool = True,
-                blocks: int = 0, streamed: bool = True, threads: int | None = None) -> Split | None:
+                blocks: int = 0, streamed: bool = True, threads: int | None = None,
+                elem_bytes: int = 0) -> Split | None:
     """A cluster of 2 to 8 blocks per row where one block cannot hold a row in registers but a cluster can,
     and reading the row once (every block of the cluster holding its part) costs less than the unsplit
-    kernel's passes over it, counted as in ``split_for``."""
+    kernel's passes over it, counted as in ``split_for``. Rows too long for the cluster's registers are held
+    in its blocks' shared memory where ``elem_bytes`` (an element's bytes over the full-size inputs) of a
+    part fit in CLUSTER_SHARED_BYTES."""
     if not streamed:
         return None
     def chunk_of(parts: int) -> int:
         return math.ceil(math.ceil(row_len / parts) / vec) * vec
 
     # The first block size (in CLUSTER_THREADS' order) whose threads each hold at most CLUSTER_ROW_ELEMS of a part.
-    fits = [(t, parts) for t in ((threads,) if threads else CLUSTER_THREADS) for parts in (2, 4, CLUSTER_MAX)
-            if math.ceil(chunk_of(parts) / vec / t) * vec <= CLUSTER_ROW_ELEMS]
+    sizes = [(t, parts) for t in ((threads,) if threads else CLUSTER_THREADS) for parts in (2, 4, CLUSTER_MAX)]
+    fits = [(t, parts) for t, parts in sizes if math.ceil(chunk_of(parts) / vec / t) * vec <= CLUSTER_ROW_ELEMS]
+    shared = not fits
+    if shared:
+        # Every thread's chunks of every full-size input, in shared memory.
+        fits = [(t, parts) for t, parts in sizes if elem_bytes
+                and math.ceil(chunk_of(parts) / vec / t) * vec * t * elem_bytes <= CLUSTER_SHARED_BYTES]
     if not fits:
         return None
-    threads, parts = fits[0]
+    threads, parts = fits[-1] if shared else fits[0]
     chunk = chunk_of(parts)
     unsplit = (passes + full_outputs + full_outputs) * SMS / max(1, min(blocks, SMS))
     cluster = (1 + full_outputs) * SMS / max(1, min(rows * parts, SMS))
     if cluster >= 0.9 * unsplit:
         return None
-    return Split(math.ceil(row_len / chunk), chunk, threads)
+    return Split(math.ceil(row_len / chunk), chunk, threads, shared=shared)
 
 
 def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config: RowConfig | None = None,
@@ -332,7 +344,8 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
         cfg = config or row_config(a.dom.row_len, vec, a.dom.rows, len(a.full_leaves))
         blocks = math.ceil(a.dom.rows / max(1, cfg.block // cfg.threads))
         cluster = cluster_for(a.dom.rows, a.dom.row_len, vec, passes=len(a.passes), full_outputs=bool(a.full_outs),
-                              blocks=blocks, streamed=cfg.streamed) if sm >= 90 and config is None else None
+                              blocks=blocks, streamed=cfg.streamed,
+                              elem_bytes=4 * len(a.full_leaves))  # held as fp32, whatever they load from if sm >= 90 and config is None else None
         if cluster is not None:
             return [_RowKernel(group, index, name, a, split=cluster, role="cluster").build()]
         split = split_for(a.dom.rows, a.dom.row_len, vec, blocks, passes=len(a.passes),
@@ -420,6 +433,9 @@ class _RowKernel:
         rows_per_block = block // rt
         partial = rows_per_block > 1 and rows % rows_per_block != 0  # the last block has rows past the end
         em = self.em = _reduction_emitter(w, a, group, index, indexed_rows=dom.layout != "rows")
+        held = self.role == "cluster" and split.shared
+        if held:
+            w.held, w.held_threads = "stitch_held", block
         em.emit(f"const int lane = threadIdx.x % {rt};")
         if split is not None:
             # The finish kernel takes the parts in reverse: the first blocks find the last-read parts in L2.
@@ -538,6 +554,9 @@ class _RowKernel:
         if self.role == "cluster":
             stores.append("stitch_cluster_sync();  // no block leaves while another may read its shared memory")
         body = _row_reciprocals(body, em.row_vars) + ["  " + s for s in stores]
+        shared = 4 * w.held_slots * vec * block if held else 0
+        if held:
+            body.insert(0, f"  STITCH_HELD(stitch_held, {shared // 4});  // this block's part of the row")
         params, outputs, scratch = self.parameters()
         cluster = f"__cluster_dims__({split.parts}, 1, 1) " if self.role == "cluster" else ""
         # Blocks of a cluster hold their part in registers: more than one an SM lets one block's loads
@@ -558,8 +577,9 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
             grid = math.ceil(rows / rows_per_block)
         how_rows = "a warp" if rt == 32 else f"{rt} threads"
         if self.role == "cluster":
+            where = f"shared memory ({shared // 1024} KB a block)" if held else "registers"
             note = (f"{len(group.nodes)} ops, {rows} rows of {row_len}" + (f" ({dom.layout})" if dom.layout != "rows" else "")
-                    + f", a cluster of {split.parts} blocks of {rt} threads per row holding it in registers, "
+                    + f", a cluster of {split.parts} blocks of {rt} threads per row holding it in {where}, "
                     f"{vec}-wide, combined through distributed shared memory")
         elif split is not None:
             what = {"partials": f"pass {self.upto + 1} of {len(a.passes)}: partial results of",
@@ -572,7 +592,7 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
                     + f", {how_rows} per row, {vec}-wide"
                     + (", streamed (statistics in one pass, outputs in a second)" if looped else ""))
         return KernelSpec(name=self.name, source=src, kind="row_reduction", params=params + outputs,
-                          outputs=outputs, grid=grid, block=block, note=note, scratch=scratch)
+                          outputs=outputs, grid=grid, block=block, note=note, scratch=scratch, shared=shared)
 
     def parameters(self) -> tuple[list[str], list[str], dict]:
         """(input names, output names, shapes of the partial-result buffers this kernel writes)."""
