@@ -1,0 +1,19 @@
+import math
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(x)
+
+
+def get_inputs():
+    return [torch.rand(4096, 393216)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,23 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.matmul = nn.Linear(8192, 8192)
+
+    def forward(self, x):
+        x = self.matmul(x)
+        original_x = x.clone().detach()
+        x = x * 0.5
+        return x + original_x
+
+
+def get_inputs():
+    return [torch.rand(1024, 8192)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,22 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear1 = nn.Linear(8192, 8192)
+
+    def forward(self, x):
+        x = self.linear1(x)
+        x = torch.sigmoid(x)
+        return torch.logsumexp(x, dim=1)
+
+
+def get_inputs():
+    return [torch.rand(1024, 8192)]
+
+
+def get_init_inputs():
+    return []
