@@ -228,6 +228,21 @@ def get_init_inputs():
     return []
 """,
     # LayerNorm over all of (C, H, W) with two rows, and a norm of the whole tensor: few long rows.
+    # Over the 64 channels of NCHW: 32 warps a column, each thread holding its 2 positions in registers.
+    "channel-norms-held": """
+class Model(nn.Module):
+    def forward(self, x):
+        rms = x / torch.sqrt(torch.mean(x * x, dim=1, keepdim=True) + 1e-5)
+        mu = x.mean(dim=1, keepdim=True)
+        z = (x - mu) / torch.sqrt(x.var(dim=1, keepdim=True, unbiased=False) + 1e-5)
+        return rms, torch.softmax(x * 2.0, dim=1), z, torch.argmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(2, 64, 3, 8) * 2 + 0.5]
+
+def get_init_inputs():
+    return []
+""",
     "few-long-rows": """
 class Model(nn.Module):
     def __init__(self):
@@ -316,6 +331,9 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
         assert any("stored from 1 element back" in n for n in notes), notes
         assert any("stored from 3 elements back" in n for n in notes), notes
         assert any("chunks of 32 (1 a lane)" in n and "stored from 1 element back" in n for n in notes), notes
+    if name == "channel-norms-held":
+        notes = [k.note for k in program.kernels]
+        assert notes and all("held in registers" in n for n in notes), notes
     if name in PLACED:  # one kernel a scan: the flip or cat after it is its store, not a kernel of its own
         assert len(program.kernels) == PLACED[name], [k.note for k in program.kernels]
         assert all("stored" in k.note for k in program.kernels), [k.note for k in program.kernels]

@@ -252,12 +252,18 @@ class _Prepared:
                     t = env[out] = torch.empty(shape, dtype=dtype, device=device)
                     args.append(t)
                 if kernel is not None:
-                    kernel.launch_pointers(grid, block, [t.data_ptr() for t in args], shared)
+                    if shared:  # dynamic shared memory: only the kernels that hold rows there take it
+                        kernel.launch_pointers(grid, block, [t.data_ptr() for t in args], shared)
+                    else:
+                        kernel.launch_pointers(grid, block, [t.data_ptr() for t in args])
                     continue
                 kernel = _KERNELS.get(source)
                 if kernel is None:
                     kernel = _KERNELS[source] = load_kernel(source, name)
-                kernel(grid, block, args, shared_mem=shared)
+                if shared:
+                    kernel(grid, block, args, shared_mem=shared)
+                else:
+                    kernel(grid, block, args)
                 step[7] = kernel
             elif kind == "triton":
                 _, name, source, arg_names, outs, grid, meta, kernel, tuple_name = step

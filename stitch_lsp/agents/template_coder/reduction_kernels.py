@@ -66,6 +66,7 @@ CLUSTER_SHARED_BYTES = 200 * 1024
 COL_SPLIT_MAX = 32  # warps that share a column's elements
 COL_SPLIT_MIN = 8
 COL_THREADS = SMS * 2048  # threads that fill an H100
+COL_HOLD = True  # a column kernel's thread holds its share in registers where it is at most MAX_ROW_ELEMS
 
 _IDENTITY = {"sum": "0.f", "mean": "0.f", "gather": "0.f", "max": "__int_as_float(0xff800000)",
              "min": "__int_as_float(0x7f800000)", "prod": "1.f", "argmax": "__int_as_float(0xff800000)",
@@ -345,7 +346,8 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
         blocks = math.ceil(a.dom.rows / max(1, cfg.block // cfg.threads))
         cluster = cluster_for(a.dom.rows, a.dom.row_len, vec, passes=len(a.passes), full_outputs=bool(a.full_outs),
                               blocks=blocks, streamed=cfg.streamed,
-                              elem_bytes=4 * len(a.full_leaves))  # held as fp32, whatever they load from if sm >= 90 and config is None else None
+                              elem_bytes=4 * len(a.full_leaves)) \
+            if sm >= 90 and config is None else None  # shared memory holds fp32, whatever the inputs are
         if cluster is not None:
             return [_RowKernel(group, index, name, a, split=cluster, role="cluster").build()]
         split = split_for(a.dom.rows, a.dom.row_len, vec, blocks, passes=len(a.passes),
@@ -990,7 +992,9 @@ def column_kernel(group: Group, index: dict[str, OpNode], name: str, a: _Analysi
     warp). Each row's elements are split over ``split`` warps (more when there are few rows, to fill the
     GPU); a pass accumulates the thread's share, writes it to shared memory, and every thread of the row
     folds the row's shares in the same order, so all hold the same value. Later passes and the outputs loop
-    over the rows again: a block's rows (32 x VEC x row length) come back from L1 / L2.
+    over the rows again: a block's rows (32 x VEC x row length) come back from L1 / L2; or, where a thread's
+    share is at most MAX_ROW_ELEMS values (RMSNorm over 64 channels: 8 positions of 4 rows), the thread holds
+    it in registers and reads it once.
     """
     a = a or analyse(group, index)
     dom = a.dom
@@ -1025,6 +1029,10 @@ def column_kernel(group: Group, index: dict[str, OpNode], name: str, a: _Analysi
     w.vec = vec
     block = 32 * split
     width = 32 * vec
+    # A thread's elements held in registers: the passes and the outputs read them from there, not from L1 / L2
+    # (which let half of RMSNorm's second reads through to DRAM on an H100).
+    held = COL_HOLD and row_len % split == 0 and row_len // split * vec <= MAX_ROW_ELEMS
+    declared: set[int] = set()
     em.emit(f"const long long r0 = ((long long)blockIdx.x * 32 + (threadIdx.x & 31)) * {vec};")
     em.emit("const int ty = threadIdx.x >> 5;")
     em.emit(f"const bool live = r0 < {rows}LL;")
@@ -1050,6 +1058,21 @@ def column_kernel(group: Group, index: dict[str, OpNode], name: str, a: _Analysi
         em.memo = {}
         w.vec_loaded = {}
 
+    def elements():
+        """Each element position of the thread, as k (its chunk e{k}_ and position j{k} or j): a loop, or
+        (``held``) the thread's positions one after another, loaded the first time."""
+        if not held:
+            open_elements()
+            yield 0
+            close_elements()
+            return
+        for k in range(row_len // split):
+            if k not in declared:
+                em.emit(f"const int j{k} = ty + {k * split};")
+                w.declare_chunk(k, dom.element("row", f"j{k}"))
+                declared.add(k)
+            yield k
+
     slot = 0
     for rpass in a.passes:
         accs: dict[str, list[str]] = {}
@@ -1074,11 +1097,11 @@ def column_kernel(group: Group, index: dict[str, OpNode], name: str, a: _Analysi
                     em.emit(f"const float {origin} = {em.value(src.name, f'({first} + {v})')};")
                     em.emit(f"float {s1} = 0.f, {s2} = 0.f, {n_} = 0.f;")
                     moments[r].append((origin, s1, s2, n_))
-        def accumulate() -> None:
+        def accumulate(k: int) -> None:
             for v in range(vec):
                 on_lane(v)
                 for r in rpass:
-                    val = em.value(reduction_dims(index[r], index)[1].name, f"e0_{v}")
+                    val = em.value(reduction_dims(index[r], index)[1].name, f"e{k}_{v}")
                     how = op_table.REDUCTION_OPS[index[r].op]
                     if r in moments:
                         origin, s1, s2, n_ = moments[r][v]
@@ -1086,16 +1109,15 @@ def column_kernel(group: Group, index: dict[str, OpNode], name: str, a: _Analysi
                         em.emit(f"const float {d} = {val} - {origin}; {s1} += {d}; {s2} = fmaf({d}, {d}, {s2}); "
                                 f"{n_} += 1.f;")
                     elif r in poss:
-                        em.emit(f"{_ARG_MERGE[how]}({accs[r][v]}, {poss[r][v]}, {val}, j);")
+                        em.emit(f"{_ARG_MERGE[how]}({accs[r][v]}, {poss[r][v]}, {val}, {f'j{k}' if held else 'j'});")
                     else:
                         em.emit(f"{accs[r][v]} = {_COMBINE[how].format(a=accs[r][v], b=val)};")
 
         # The compiler's unrolling keeps several loads in flight, argmax / argmin's selecting merges included
         # (four loads a thread issued by hand before the merges ran at 81% of the copy bandwidth on an H100
         # where this loop runs at 87%: bench/results/memory_bound_h100).
-        open_elements()
-        accumulate()
-        close_elements()
+        for k in elements():
+            accumulate(k)
         first = slot
         at = "[ty][{v} * 32 + (threadIdx.x & 31)]"
         for r in rpass:
@@ -1150,20 +1172,18 @@ def column_kernel(group: Group, index: dict[str, OpNode], name: str, a: _Analysi
                 lanes[v][r] = _rounded(em, acc, index[r].dtype)
                 em.row_vars.add(acc)
             s += _slots(a, index, r)
-    if a.full_outs:
-        open_elements()
+    for k in (elements() if a.full_outs else ()):
         vals: dict[str, list[str]] = {o: [] for o in a.full_outs}
         for v in range(vec):
             on_lane(v)
             for o in a.full_outs:
-                vals[o].append(em.value(o, f"e0_{v}"))
+                vals[o].append(em.value(o, f"e{k}_{v}"))
         em.emit("if (live) {")
         for o in a.full_outs:
             arr = em.fresh("st")
             em.emit(f"  const float {arr}[{vec}] = {{{', '.join(vals[o])}}}; "
-                    f"stitch_stv<{vec}>(out{group.outputs.index(o)} + c0, {arr});")
+                    f"stitch_stv<{vec}>(out{group.outputs.index(o)} + c{k}, {arr});")
         em.emit("}")
-        close_elements()
     for o in a.row_outs:
         outs = []
         for v in range(vec):
@@ -1183,4 +1203,5 @@ extern "C" __global__ void __launch_bounds__({block}) {name}({w.signature()}) {{
     return KernelSpec(name=name, source=src, kind="col_reduction", params=w.leaves + group.outputs,
                       outputs=list(group.outputs), grid=col_groups, block=block,
                       note=(f"{len(group.nodes)} ops, {rows} rows of {row_len} (stride {dom.inner}), "
-                            f"{vec} rows a thread, a warp across {width} rows, {split} warps along each"))
+                            f"{vec} rows a thread, a warp across {width} rows, {split} warps along each"
+                            + (", held in registers" if held else "")))
