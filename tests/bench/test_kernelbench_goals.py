@@ -39,10 +39,12 @@ def _report() -> BenchReport:
                    steps={"checking: trial": 6.0, "timing: interleaved rounds": 4.0}),
         TaskResult(name="8_Faulted", status="crashed", level=2, reason="the kernel faulted", seconds=2.0,
                    steps={"checking: trial": 2.0}),
+        TaskResult(name="9_Constant", status="unverifiable", level=2, compiled=True, seconds=0.0,
+                   reason="unverifiable: the reference's output is the same for every seed"),
     ]
     run = RunInfo(run_id="r", tasks_dir="kb/level1", command="stitch bench", coder="template", started="t0",
                   gpus=[GpuInfo(slot="0", copy_bandwidth_gbs=3000.0)])
-    return BenchReport(run=run, summary=summarise(results, 8, copy_gbs=3000.0), results=results,
+    return BenchReport(run=run, summary=summarise(results, 9, copy_gbs=3000.0), results=results,
                        not_run=["7_Late"])
 
 
@@ -70,8 +72,10 @@ def test_goals_per_level_leave_out_gemm_bound_tasks_and_name_the_misses():
     assert one["memory_bound_short"] == []
     # A crash is none of the five endings a task may have: it counts as an error, named with its reason.
     assert two["errors"] == ["8_Faulted (crashed: the kernel faulted)"]
-    assert two["not_run"] == 1 and two["covered_not_correct"] == ["6_Wrong", "8_Faulted"] and two["tasks"] == 3
-    assert every["tasks"] == 8 and every["bench_seconds"] == 30.0 * 3 + 1 + 1 + 10 + 2
+    assert two["not_run"] == 1 and two["covered_not_correct"] == ["6_Wrong", "8_Faulted"] and two["tasks"] == 4
+    # Unverifiable is one of the five endings: listed with its reason, not counted as a wrong kernel.
+    assert [u.split(" ")[0] for u in two["unverifiable"]] == ["9_Constant"] and "every seed" in two["unverifiable"][0]
+    assert every["tasks"] == 9 and every["bench_seconds"] == 30.0 * 3 + 1 + 1 + 10 + 2
     assert every["steps_seconds"] == {"checking: trial": 8.0, "timing: interleaved rounds": 4.0}
 
 
@@ -83,5 +87,26 @@ def test_command_line_writes_the_table(tmp_path):
                           "--out", str(tmp_path / "goals")], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     table = (tmp_path / "goals.md").read_text()
-    assert "| 1 | 5 | 0 | 1 | 3 (60%) | 0 | 1.73x | 1.16x | 2 | 2 | 1 of 1 |" in table
+    assert "| 1 | 5 | 0 | 1 | 3 (60%) | 0 | 0 | 1.73x | 1.16x | 2 | 2 | 1 of 1 |" in table
+    assert "| 2 | 4 | 1 | 1 | 3 (75%) | 2 | 1 |" in table
     assert "- 4_Scan" in table and json.loads((tmp_path / "goals.json").read_text())["copy_gbs"] == 3000.0
+
+
+def test_each_tasks_share_of_the_copy_is_taken_against_its_own_runs_copy(tmp_path):
+    """A task re-run on another machine: 2560 GB/s against the 3000 GB/s copy of its own run is 85.3%; against
+    the median of both runs' copies (3050) it would read 83.9%."""
+    first = _report()
+    rerun = BenchReport(run=RunInfo(run_id="r2", tasks_dir="kb/level1", command="stitch bench", coder="template",
+                                    started="t1", gpus=[GpuInfo(slot="0", copy_bandwidth_gbs=3100.0)]),
+                        summary=summarise([], 0, copy_gbs=3100.0), results=[], not_run=[])
+    first.results[1].kernel_gbs = 2560.0
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, report in zip(paths, (rerun, first)):
+        path.write_text(to_json(report))
+    (tmp_path / "coverage.json").write_text(json.dumps(COVERAGE))
+    out = subprocess.run([sys.executable, str(SCRIPT), *map(str, paths), "--coverage", str(tmp_path / "coverage.json"),
+                          "--out", str(tmp_path / "goals")], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    figures = json.loads((tmp_path / "goals.json").read_text())
+    assert figures["copy_gbs"] == 3050.0
+    assert figures["levels"]["1"]["memory_bound_at_85pct"] == 1 and figures["levels"]["1"]["memory_bound_short"] == []
