@@ -11,9 +11,12 @@ class Model(nn.Module):
         return self.ln(x)
 
 
+SHAPE = (16, 64, 256, 256)
+
+
 def get_inputs():
-    return [torch.rand(16, 64, 256, 256)]
+    return [torch.rand(*SHAPE)]
 
 
 def get_init_inputs():
-    return [(64, 256, 256)]
+    return [SHAPE[1:]]

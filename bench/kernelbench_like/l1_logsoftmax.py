@@ -11,8 +11,11 @@ class Model(nn.Module):
         return torch.log_softmax(x, dim=1)
 
 
+SHAPE = (4096, 393216)
+
+
 def get_inputs():
-    return [torch.rand(4096, 393216)]
+    return [torch.rand(*SHAPE)]
 
 
 def get_init_inputs():

@@ -11,8 +11,11 @@ class Model(nn.Module):
         return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)
 
 
+SHAPE = (112, 64, 512, 512)
+
+
 def get_inputs():
-    return [torch.rand(112, 64, 512, 512)]
+    return [torch.rand(*SHAPE)]
 
 
 def get_init_inputs():

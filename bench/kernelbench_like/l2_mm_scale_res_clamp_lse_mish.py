@@ -3,10 +3,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+BATCH = 1024
+FEATURES = 8192
+
+
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.matmul = nn.Linear(8192, 8192)
+        self.matmul = nn.Linear(FEATURES, FEATURES)
 
     def forward(self, x):
         x = self.matmul(x)
@@ -18,7 +22,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.rand(1024, 8192)]
+    return [torch.rand(BATCH, FEATURES)]
 
 
 def get_init_inputs():
