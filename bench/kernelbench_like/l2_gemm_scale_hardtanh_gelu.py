@@ -1,0 +1,26 @@
+import torch
+import torch.nn as nn
+
+
+BATCH = 1024
+FEATURES = 8192
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gemm = nn.Linear(FEATURES, FEATURES)
+
+    def forward(self, x):
+        x = self.gemm(x)
+        x = x * 0.5
+        x = torch.nn.functional.hardtanh(x, min_val=-2.0, max_val=2.0)
+        return torch.nn.functional.gelu(x)
+
+
+def get_inputs():
+    return [torch.rand(BATCH, FEATURES)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,27 @@
+import torch
+import torch.nn as nn
+
+
+BATCH = 1024
+FEATURES = 8192
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gemm = nn.Linear(FEATURES, FEATURES)
+
+    def forward(self, x):
+        x = self.gemm(x)
+        original_x = x
+        x = torch.sigmoid(x)
+        x = x * 2.0
+        return x + original_x
+
+
+def get_inputs():
+    return [torch.rand(BATCH, FEATURES)]
+
+
+def get_init_inputs():
+    return []
