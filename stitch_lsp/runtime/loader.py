@@ -657,10 +657,11 @@ class Kernel:
                   f"finding {name} in its module")
         self.attributes = {key: self._attribute(code) for key, code in _ATTR.items()}
         cluster = re.search(r"__cluster_dims__\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", source)
-        if cluster is not None and math.prod(int(d) for d in cluster.groups()) > 8:
+        blocks = math.prod(int(d) for d in cluster.groups()) if cluster else 1
+        if blocks > 8:
             # Clusters of more than 8 blocks (up to 16 on Hopper) only where the kernel allows them.
             _check_cu(lib.cuFuncSetAttribute(self._func, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
-                      f"{name}: allowing a cluster of {math.prod(int(d) for d in cluster.groups())} blocks")
+                      f"{name}: allowing a cluster of {blocks} blocks")
         self.params = kernel_params(source, name)
         self._dynamic_shared = 0
         self._slots = None  # launch_pointers' argument storage, made on first use
@@ -707,10 +708,7 @@ class Kernel:
                              f"{self.attributes['max_threads_per_block']}")
         values = self._marshal(args)
         array = _pack(values)
-        if shared_mem > 48 * 1024 and shared_mem > self._dynamic_shared:
-            _check_cu(_cuda().cuFuncSetAttribute(self._func, _MAX_DYNAMIC_SHARED, int(shared_mem)),
-                      f"{self.name}: asking for {shared_mem} bytes of shared memory")
-            self._dynamic_shared = shared_mem
+        self._allow_shared(shared_mem)
         if stream is None:
             handle = _current_stream_handle(self.device)
         elif isinstance(stream, int):
@@ -725,6 +723,13 @@ class Kernel:
                                    array, None),
             f"launching {self.name}",
         )
+
+    def _allow_shared(self, shared_mem: int) -> None:
+        """Dynamic shared memory over 48 KB a block is the kernel's to ask for, once."""
+        if shared_mem > 48 * 1024 and shared_mem > self._dynamic_shared:
+            _check_cu(_cuda().cuFuncSetAttribute(self._func, _MAX_DYNAMIC_SHARED, int(shared_mem)),
+                      f"{self.name}: asking for {shared_mem} bytes of shared memory")
+            self._dynamic_shared = shared_mem
 
     def launch_pointers(self, grid: tuple[int, int, int], block: tuple[int, int, int], pointers: Sequence[int],
                         shared_mem: int = 0) -> None:
@@ -746,6 +751,8 @@ class Kernel:
         if len(pointers) != len(self.params):
             raise TypeError(f"{self.name} takes {len(self.params)} arguments, got {len(pointers)}")
         handle = _current_stream_handle(self.device)
+        if shared_mem > self._dynamic_shared:  # the hot path pays one comparison
+            self._allow_shared(shared_mem)
         if _LAUNCH_OBSERVERS:
             for observer in list(_LAUNCH_OBSERVERS):
                 observer(self.name, handle)
