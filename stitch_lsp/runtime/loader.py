@@ -637,6 +637,9 @@ _MAX_DYNAMIC_SHARED = 8
 _NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 
 
+_MULTIPROCESSOR_COUNT = 16  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+
+
 class Kernel:
     """A loaded kernel: ``kernel(grid, block, args, shared_mem=0, stream=None)``."""
 
@@ -698,8 +701,23 @@ class Kernel:
             for i, (p, a) in enumerate(zip(params, args))
         ]
 
+    def resident_blocks(self, block: int, shared_mem: int = 0) -> int:
+        """Blocks of ``block`` threads (and ``shared_mem`` bytes of dynamic shared memory) the whole device runs
+        at once: its occupancy times its SMs."""
+        self._allow_shared(shared_mem)
+        per_sm = ctypes.c_int()
+        _check_cu(_cuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(per_sm), self._func, int(block),
+                                                                       ctypes.c_size_t(shared_mem)),
+                  f"{self.name}: cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        dev, sms = ctypes.c_int(), ctypes.c_int()
+        _check_cu(_cuda().cuDeviceGet(ctypes.byref(dev), self.device), "cuDeviceGet")
+        _check_cu(_cuda().cuDeviceGetAttribute(ctypes.byref(sms), _MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute")
+        return per_sm.value * sms.value
+
     def __call__(self, grid: Any, block: Any, args: Sequence[Any] = (), shared_mem: int = 0,
-                 stream: Any = None) -> None:
+                 stream: Any = None, cooperative: bool = False) -> None:
+        """``cooperative``: every block resident at once (the driver refuses a grid larger than that), for
+        kernels whose blocks wait for one another."""
         gx, gy, gz = _dim3(grid, "grid")
         bx, by, bz = _dim3(block, "block")
         threads = bx * by * bz
@@ -718,6 +736,11 @@ class Kernel:
         if _LAUNCH_OBSERVERS:
             for observer in list(_LAUNCH_OBSERVERS):
                 observer(self.name, handle)
+        if cooperative:
+            _check_cu(_cuda().cuLaunchCooperativeKernel(self._func, gx, gy, gz, bx, by, bz, int(shared_mem),
+                                                        ctypes.c_void_p(handle), array),
+                      f"launching {self.name} (cooperative)")
+            return
         _check_cu(
             _cuda().cuLaunchKernel(self._func, gx, gy, gz, bx, by, bz, int(shared_mem), ctypes.c_void_p(handle),
                                    array, None),
@@ -732,7 +755,7 @@ class Kernel:
             self._dynamic_shared = shared_mem
 
     def launch_pointers(self, grid: tuple[int, int, int], block: tuple[int, int, int], pointers: Sequence[int],
-                        shared_mem: int = 0) -> None:
+                        shared_mem: int = 0, cooperative: bool = False) -> None:
         """A launch whose arguments are all device pointers (as ints), on the current stream.
 
         The hot path of a fused module: the module makes one checked ``__call__`` per argument
@@ -760,6 +783,11 @@ class Kernel:
         with self._lock:
             for i, ptr in enumerate(pointers):
                 slots[i] = ptr
+            if cooperative:
+                _check_cu(_cuda().cuLaunchCooperativeKernel(self._func, grid[0], grid[1], grid[2], block[0],
+                                                            block[1], block[2], shared_mem, ctypes.c_void_p(handle),
+                                                            self._argv), f"launching {self.name} (cooperative)")
+                return
             _check_cu(_cuda().cuLaunchKernel(self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                              shared_mem, ctypes.c_void_p(handle), self._argv, None),
                       f"launching {self.name}")

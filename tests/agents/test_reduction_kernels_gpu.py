@@ -105,3 +105,45 @@ def get_init_inputs():
     candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
     assert any("holding it in shared memory" in n for n in candidate.notes), candidate.notes
     assert_matches_eager(*reference_and_candidate(case, source, candidate.module_source))
+
+
+TEAM_ROWS = {
+    # rows a team of blocks takes, each block staging its part of the next row in shared memory: odd lengths
+    # (parts that start between 16-byte words), two passes, a position, two staged inputs
+    "l2-norm-odd": ("x / torch.norm(x, p=2, dim=1, keepdim=True)", 65535, 1),
+    "standardise": ("(x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)",
+                    65536, 1),
+    "softmax-odd": ("torch.softmax(x, dim=1)", 43733, 1),
+    "argmax": ("torch.argmax(x, dim=1)", 59401, 1),
+    "sum-of-two": ("(x + y) / (x + y).abs().sum(dim=1, keepdim=True)", 40000, 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TEAM_ROWS))
+def test_rows_taken_by_a_team_match_eager_on_the_gpu(case, monkeypatch):
+    from stitch_lsp.worker.trace_handler import trace_task
+    from tests.agents.gpu_models import reference_and_candidate
+
+    monkeypatch.setattr(kernels, "TEAM_MIN_ROWS", 1)  # 300 rows: every team takes one to three
+    expr, row_len, inputs = TEAM_ROWS[case]
+    names = ["x", "y"][:inputs]
+    source = f"""
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, {", ".join(names)}):
+        return {expr}
+
+def get_inputs():
+    return [torch.randn(300, {row_len}) * 3 for _ in range({inputs})]
+
+def get_init_inputs():
+    return []
+"""
+    reply = trace_task(source)
+    assert reply.ok, reply.message
+    task = Task(name=case, source=source)
+    candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
+    assert any("a team of" in n for n in candidate.notes), candidate.notes
+    assert_matches_eager(*reference_and_candidate(case, source, candidate.module_source))

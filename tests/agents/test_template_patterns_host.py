@@ -289,17 +289,22 @@ SPLIT = {"batchnorm-channel-softmax", "few-long-rows", "losses"}
 # in the blocks' registers and, as rows too long for those are, in their shared memory.
 CLUSTER = {"few-long-rows", "arg-reductions"}
 
+# ... and which with every row along its elements taken by a team of two blocks: each stages its part of the
+# team's next row in shared memory while it works on this one, and the team meets at a barrier in global memory.
+TEAM = {"few-long-rows", "arg-reductions", "losses"}
 
-def _parts(n: int, shared: bool = False):
+
+def _parts(n: int, shared: bool = False, team: bool = False):
     def force(rows_, row_len, vec, *args, **kw):
         chunk = math.ceil(math.ceil(row_len / n) / vec) * vec
-        return (reduction_kernels.Split(math.ceil(row_len / chunk), chunk, 64, shared=shared)
+        return (reduction_kernels.Split(math.ceil(row_len / chunk), chunk, 64, shared=shared, team=team)
                 if row_len > chunk else None)
     return force
 
 
 CASES = ([(name, "") for name in MODELS] + [(name, "split") for name in sorted(SPLIT)]
-         + [(name, "cluster") for name in sorted(CLUSTER)] + [(name, "cluster-shared") for name in sorted(CLUSTER)])
+         + [(name, "cluster") for name in sorted(CLUSTER)] + [(name, "cluster-shared") for name in sorted(CLUSTER)]
+         + [(name, "team") for name in sorted(TEAM)])
 
 
 @pytest.mark.parametrize("name,mode", CASES, ids=[f"{n}{'-' + m if m else ''}" for n, m in CASES])
@@ -313,6 +318,8 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
         monkeypatch.setattr(reduction_kernels, "split_for", _parts(3))
     if mode.startswith("cluster"):
         monkeypatch.setattr(reduction_kernels, "cluster_for", _parts(2, shared=mode == "cluster-shared"))
+    if mode == "team":
+        monkeypatch.setattr(reduction_kernels, "team_for", _parts(2, team=True))
     program = lower(reply.graph)
     assert program.covered, program.blocking_ops
     assert program.kernels
@@ -324,6 +331,10 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
         assert any("__cluster_dims__(2" in k.source for k in program.kernels), [k.note for k in program.kernels]
         held = [k for k in program.kernels if "STITCH_HELD(stitch_held" in k.source]
         assert bool(held) == (mode == "cluster-shared") and all(k.shared for k in held), \
+            [k.note for k in program.kernels]
+    if mode == "team":
+        teams = [k for k in program.kernels if k.team]
+        assert teams and all(k.zeroed and k.shared and "stitch_stage_row(" in k.source for k in teams), \
             [k.note for k in program.kernels]
     monkeypatch.setattr(host, "_driver", rows._driver)
     if name == "scans":  # the exclusive scans of short rows store whole lines, shifted through the warp

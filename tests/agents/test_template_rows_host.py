@@ -98,6 +98,18 @@ static inline float stitch_cluster_ld(const float* p, unsigned rank) {
   return stitch_cluster_arrays[rank][p - stitch_cluster_arrays[stitch_rank()]];
 }
 #define __cluster_dims__(...)
+// A team kernel's blocks all run at once here (as a cluster's): its barrier counts arrivals in memory, and a
+// part of a row is staged by a plain copy (thread 0's, before the block's threads meet at the wait).
+template <typename T> static inline T __ldcg(const T* p) { return *p; }
+static inline void stitch_team_arrive(int* count) { __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST); }
+static inline void stitch_team_wait(int* count, int blocks) {
+  while (__atomic_load_n(count, __ATOMIC_SEQ_CST) < blocks) std::this_thread::yield();
+}
+static inline void stitch_stage_init(unsigned long long*, int, unsigned) {}
+template <typename T> static inline void stitch_stage_row(T* dst, const T* src, int n, unsigned long long*) {
+  std::memcpy(dst + ((unsigned long long)src & 15ull) / sizeof(T), src, sizeof(T) * n);  // stitch_stage_shift's
+}
+static inline void stitch_stage_wait(unsigned long long*, unsigned) { __syncthreads(); }
 // A block's dynamic shared memory: each block (a cluster's rank) runs its own copy of the kernel.
 #define STITCH_HELD(name, floats) static float name[floats]
 """
@@ -110,6 +122,10 @@ def _driver(source: str, name: str, params: list[tuple[str, str]], n_in: int, gr
     warps = (block + 31) // 32
     m = re.search(r"__cluster_dims__\((\d+)", source)
     size = int(m.group(1)) if m else 1
+    team = re.search(r"teams = gridDim\.x / (\d+);", source)
+    if team:
+        # A team kernel's blocks wait for one another: the whole grid at once, two teams that take turns at the rows.
+        grid = size = min(grid, 2 * int(team.group(1)))
     call = name
     if size > 1:
         head, marker, body = source.partition('extern "C" ')

@@ -181,6 +181,15 @@ def _version(t):
         return None
 
 
+def _team_grid(kernel, most, block, team, shared):
+    # A team kernel's blocks wait for one another: as many whole teams as this GPU holds at once, up to ``most``.
+    fit = kernel.resident_blocks(block, shared)
+    if fit < team:
+        raise RuntimeError(f"{kernel.name} needs {team} blocks of {block} threads resident at once and this GPU "
+                           f"holds {fit}: fuse again on this GPU")
+    return min(most, fit // team * team)
+
+
 def _weight_in(w, layout, cache):
     # A convolution's weight in ``layout``, converted once per weight value: an in-place change (the
     # Verifier's copy of the reference's weights, an optimiser step) bumps its version, a new tensor is
@@ -238,7 +247,7 @@ class _Prepared:
             self.steps.append(["kernel", name, data["sources"][name], step["args"], outs,
                                (step["grid"], 1, 1), (step["block"], 1, 1), None,
                                [getattr(torch, layouts[a]) if a in layouts else None for a in step["args"]],
-                               step.get("shared", 0)])
+                               step.get("shared", 0), step.get("team", 0), frozenset(step.get("zeroed", ()))])
 
     def __call__(self, tensors):
         device = tensors[0].device
@@ -246,13 +255,15 @@ class _Prepared:
         for step in self.steps:
             kind = step[0]
             if kind == "kernel":
-                _, name, source, arg_names, outs, grid, block, kernel, layouts, shared = step
+                _, name, source, arg_names, outs, grid, block, kernel, layouts, shared, team, zeroed = step
                 args = [_ready(env[a], f) for a, f in zip(arg_names, layouts)]
                 for out, shape, dtype in outs:
-                    t = env[out] = torch.empty(shape, dtype=dtype, device=device)
+                    t = env[out] = (torch.zeros if out in zeroed else torch.empty)(shape, dtype=dtype, device=device)
                     args.append(t)
                 if kernel is not None:
-                    if shared:  # dynamic shared memory: only the kernels that hold rows there take it
+                    if team:
+                        kernel.launch_pointers(grid, block, [t.data_ptr() for t in args], shared, cooperative=True)
+                    elif shared:  # dynamic shared memory: only the kernels that hold rows there take it
                         kernel.launch_pointers(grid, block, [t.data_ptr() for t in args], shared)
                     else:
                         kernel.launch_pointers(grid, block, [t.data_ptr() for t in args])
@@ -260,7 +271,10 @@ class _Prepared:
                 kernel = _KERNELS.get(source)
                 if kernel is None:
                     kernel = _KERNELS[source] = load_kernel(source, name)
-                if shared:
+                if team:
+                    grid = step[5] = (_team_grid(kernel, grid[0], block[0], team, shared), 1, 1)
+                    kernel(grid, block, args, shared_mem=shared, cooperative=True)
+                elif shared:
                     kernel(grid, block, args, shared_mem=shared)
                 else:
                     kernel(grid, block, args)

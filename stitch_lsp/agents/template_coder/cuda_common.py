@@ -226,6 +226,64 @@ __device__ __forceinline__ float stitch_cluster_ld(const float* p, unsigned rank
   float* name = reinterpret_cast<float*>(name##_words)
 #endif
 
+// A team kernel (blocks of a cooperative launch sharing a row, one part each) stages its part of the next row in
+// shared memory with bulk copies (Hopper's TMA) while it works on this one, and its blocks meet at a barrier in
+// global memory once a pass. A copy moves the 16-byte aligned span around the part (the span's first element
+// lies stitch_stage_shift(src) elements before the part's) and completes on an mbarrier that every staged input
+// arrives at once. Host builds of a kernel define stitch_stage_init / _row / _wait and the team's barrier
+// themselves, as the cluster's functions above.
+typedef unsigned long long stitch_bar_t;  // an mbarrier (a kernel's body may narrow its own long longs)
+template <typename T>
+__device__ __forceinline__ int stitch_stage_shift(const T* src) {
+  return (int)(((unsigned long long)src & 15ull) / sizeof(T));
+}
+#if defined(__CUDACC__) || defined(__CUDA_ARCH__)
+__device__ __forceinline__ void stitch_stage_init(unsigned long long* bars, int n, unsigned arrivals) {
+#if __CUDA_ARCH__ >= 900
+  for (int b = 0; b < n; ++b)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"
+                 :: "r"((unsigned)__cvta_generic_to_shared(bars + b)), "r"(arrivals) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+template <typename T>
+__device__ __forceinline__ void stitch_stage_row(T* dst, const T* src, int n, unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+  const unsigned long long a = (unsigned long long)src, a0 = a & ~15ull;
+  const unsigned bytes = (unsigned)(((a + sizeof(T) * (unsigned long long)n + 15ull) & ~15ull) - a0);
+  const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(a0), "r"(bytes), "r"(b) : "memory");
+#endif
+}
+__device__ __forceinline__ void stitch_stage_wait(unsigned long long* bar, unsigned parity) {
+#if __CUDA_ARCH__ >= 900
+  const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(b), "r"(parity) : "memory");
+#endif
+}
+// The team's barrier, in two halves: thread 0 publishes what its block wrote and counts the block in (arrive),
+// then waits until all ``blocks`` have (wait); the block's other threads wait for it at __syncthreads.
+__device__ __forceinline__ void stitch_team_arrive(int* count) {
+  __threadfence();
+  atomicAdd(count, 1);
+}
+__device__ __forceinline__ void stitch_team_wait(int* count, int blocks) {
+#if __CUDA_ARCH__ >= 700
+  int seen;
+  for (;;) {
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+    if (seen >= blocks) break;
+  }
+#endif
+}
+#endif
+
 // The number of SM identifiers (at least the SMs' count): how many blocks of one per SM run at once.
 __device__ __forceinline__ int stitch_nsm() {
   unsigned n = 132;

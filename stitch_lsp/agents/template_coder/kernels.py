@@ -50,6 +50,11 @@ class KernelSpec:
     layouts: dict = field(factory=dict)
     # Dynamic shared memory a block takes, in bytes (a cluster holding its rows there).
     shared: int = 0
+    # A team kernel's blocks a row (``reduction_kernels.team_for``): its blocks wait for one another, so it is
+    # launched cooperatively (all resident at once), with as many teams as fit, up to ``grid / team``.
+    team: int = 0
+    # Scratch buffers that must read zero when the kernel starts (a team kernel's arrival counts).
+    zeroed: list = field(factory=list)
 
 
 def _finish(src: str, group: Group, index: dict[str, OpNode]) -> str:
@@ -109,6 +114,9 @@ class _Writer:
         self.held: str | None = None
         self.held_threads = 0  # threads of the block sharing ``held``
         self.held_slots = 0
+        # Full-size inputs a team kernel stages in shared memory (leaf -> the array holding its part of the row,
+        # indexed from the part's first element ``pbase``): their chunks are read from there.
+        self.team_stage: dict[str, str] = {}
         self.chunk_base: dict[str, str] = {}  # element var -> (chunk base var, lane)
         self.elem_of: dict[str, tuple[str, int]] = {}
         self.vec = 1
@@ -119,6 +127,18 @@ class _Writer:
         return ", ".join(params)
 
     def hint(self, leaf: str, ix: str):
+        if leaf in self.team_stage:
+            m = re.fullmatch(r"(e\d+_)(\d+)", ix)
+            if m and m.group(1) in self.chunk_base:
+                read = f"{self.team_stage[leaf]}[{self.chunk_base[m.group(1)]} - pbase + {m.group(2)}]"
+                key = (leaf, ix)
+                if key not in self.vec_loaded:
+                    if self.em.depth > self.em.uniform_depth:
+                        return read  # inside a per-element cat branch: a variable there would not outlive it
+                    var = self.em.fresh("s")
+                    self.em.emit(f"const float {var} = {read};")
+                    self.vec_loaded[key] = [var]
+                return self.vec_loaded[key][0]
         if self.vec == 1:
             return None
         node = self.index[leaf]

@@ -43,6 +43,8 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                             else [o, list(k.scratch[o][0]), k.scratch[o][1]] for o in k.outputs],
                 **({"layouts": dict(k.layouts)} if k.layouts else {}),
                 **({"shared": k.shared} if k.shared else {}),
+                **({"team": k.team} if k.team else {}),
+                **({"zeroed": list(k.zeroed)} if k.zeroed else {}),
             })
             continue
         for n in step.nodes:

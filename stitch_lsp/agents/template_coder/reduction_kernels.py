@@ -63,6 +63,18 @@ CLUSTER_REGISTERS = 64  # registers a thread of a cluster's block may take (bloc
 # Rows too long for a cluster's registers (softmax over 393216 values: 48 a thread of 8 blocks of 1024) are held
 # in the blocks' shared memory instead, up to this many bytes a block (an H100 SM has 228 KB).
 CLUSTER_SHARED_BYTES = 200 * 1024
+# Team kernels (``team_for``): a team of TEAM_MAX blocks or fewer, one an SM, takes one row after another, each
+# block a part; while it works on a row its part of the team's next row arrives in shared memory (bulk copies,
+# double-buffered), so its SM's loads never stop for a barrier or a store. Measured on an H100
+# (bench/results/memory_bound_h100/team_h100.md): KernelBench's L2 norm of rows of 65535 at 87-88% of the copy
+# bandwidth in teams of 3, against 80% for a cluster of four blocks holding the row in registers; teams of 11
+# (rows of 1 MB) and 132 (8 MB) ran at 80% and 49-59%, behind the cluster and the split kernels. With 23 to 46
+# rows a team (level 2's GroupNorms of 60K) the tasks ran 4-7% slower: each team's first row waits for its
+# copy, and teams' row counts differ by one.
+TEAM_MAX = 4
+TEAM_THREADS = 256  # 256 and 512 within 1-2% (256 ahead); 1024 2-3% behind
+TEAM_BUFFERS = 2
+TEAM_MIN_ROWS = 64  # rows each team takes, at the fewest
 COL_SPLIT_MAX = 32  # warps that share a column's elements
 COL_SPLIT_MIN = 8
 COL_THREADS = SMS * 2048  # threads that fill an H100
@@ -140,6 +152,7 @@ class Split:
     chunk: int
     threads: int = SPLIT_THREADS
     shared: bool = False  # a cluster's blocks hold their parts in shared memory (else in registers)
+    team: bool = False  # a team kernel's parts (``team_for``)
 
 
 def split_for(rows: int, row_len: int, vec: int, blocks: int, *, passes: int = 1, full_outputs: bool = True,
@@ -329,6 +342,31 @@ def cluster_for(rows: int, row_len: int, vec: int, *, passes: int = 1, full_outp
     return Split(math.ceil(row_len / chunk), chunk, threads, shared=shared)
 
 
+def stage_floats(chunk: int) -> int:
+    """Floats of shared memory that stage a part of ``chunk`` fp32 elements: the 16-byte aligned span around it
+    (up to 3 elements before, 3 after), in whole 16-byte words."""
+    return (chunk + 8 + 3) // 4 * 4
+
+
+def team_for(rows: int, row_len: int, vec: int, *, leaves: int, streamed: bool) -> Split | None:
+    """A team of 2 to TEAM_MAX blocks per row (``_RowKernel`` role ``team``) where one block cannot hold a row in
+    registers, and the fewest parts that double-buffer ``leaves`` fp32 full-size inputs in CLUSTER_SHARED_BYTES
+    of shared memory are at most TEAM_MAX; with at least TEAM_MIN_ROWS rows for each team (one an SM's worth of
+    blocks) to take in turn."""
+    if not streamed or leaves < 1:
+        return None
+    for parts in range(2, TEAM_MAX + 1):
+        chunk = math.ceil(math.ceil(row_len / parts) / vec) * vec
+        if TEAM_BUFFERS * leaves * 4 * stage_floats(chunk) <= CLUSTER_SHARED_BYTES:
+            break
+    else:
+        return None
+    parts = math.ceil(row_len / chunk)
+    if parts < 2 or rows < TEAM_MIN_ROWS * (SMS // parts):
+        return None
+    return Split(parts, chunk, TEAM_THREADS, team=True)
+
+
 def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config: RowConfig | None = None,
                       split: Split | None | bool = True, sm: int = 90) -> list[KernelSpec]:
     """The kernels for a reduction group: one (a block, or on Hopper a cluster, per row), or (split rows) one
@@ -344,6 +382,12 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
     if split is True:
         cfg = config or row_config(a.dom.row_len, vec, a.dom.rows, len(a.full_leaves))
         blocks = math.ceil(a.dom.rows / max(1, cfg.block // cfg.threads))
+        # Bulk copies stage fp32 parts of contiguous rows (Hopper's TMA, from compute capability 9.0).
+        team = team_for(a.dom.rows, a.dom.row_len, vec, leaves=len(a.full_leaves), streamed=cfg.streamed) \
+            if (sm >= 90 and config is None and a.dom.layout == "rows"
+                and all(index[l].dtype == "float32" for l in a.full_leaves)) else None
+        if team is not None:
+            return [_RowKernel(group, index, name, a, split=team, role="team").build()]
         cluster = cluster_for(a.dom.rows, a.dom.row_len, vec, passes=len(a.passes), full_outputs=bool(a.full_outs),
                               blocks=blocks, streamed=cfg.streamed,
                               elem_bytes=4 * len(a.full_leaves)) \
@@ -406,7 +450,7 @@ class _RowKernel:
             raise ValueError(f"bad row config {cfg}")
         self.cfg = cfg
         # Passes computed from elements here, and those folded from partial results written before.
-        if role in ("whole", "cluster"):
+        if role in ("whole", "cluster", "team"):
             self.folded, self.counted = [], list(range(len(a.passes)))
         elif role == "partials":
             self.folded, self.counted = list(range(upto)), [upto]
@@ -439,7 +483,11 @@ class _RowKernel:
         if held:
             w.held, w.held_threads = "stitch_held", block
         em.emit(f"const int lane = threadIdx.x % {rt};")
-        if split is not None:
+        if self.role == "team":
+            em.emit(f"const int part = (int)(blockIdx.x % {split.parts});")
+            em.emit(f"const int jbeg = part * {split.chunk};")
+            em.emit(f"const int jn = min({split.chunk}, {row_len} - jbeg);")
+        elif split is not None:
             # The finish kernel takes the parts in reverse: the first blocks find the last-read parts in L2.
             # Without full outputs it writes one value per row: a block per row, as its first part.
             if self.role != "finish":
@@ -463,7 +511,7 @@ class _RowKernel:
                 em.emit("const long long row = row0;")
         else:
             em.emit("const long long row = (long long)blockIdx.x;")
-        if dom.layout == "rows":
+        if dom.layout == "rows" and self.role != "team":  # a team kernel names its rows in its loop
             em.emit(f"const long long rbase = row * {row_len}LL;")
         self.prefixes, self.guards, self.positions = [], [], []
         jn = "jn" if split else str(row_len)
@@ -522,6 +570,8 @@ class _RowKernel:
         else:
             self.cnt = f"(float)(lane < {nch} ? (({nch - 1} - lane) / {rt} + 1) * {vec} : 0)"
 
+        if self.role == "team":
+            self.open_team()
         for p, rpass in enumerate(a.passes):
             if p in self.folded:
                 self.fold_pass(p, rpass)
@@ -531,6 +581,8 @@ class _RowKernel:
         if self.role == "partials":
             body = em.lines
         else:
+            if self.role == "team":
+                self.hoist_row_values()
             if looped:
                 self.open_loop(reverse=True)
                 self.prefixes, self.guards = ["e0_"], [""]
@@ -555,10 +607,18 @@ class _RowKernel:
             body = em.lines
         if self.role == "cluster":
             stores.append("stitch_cluster_sync();  // no block leaves while another may read its shared memory")
-        body = _row_reciprocals(body, em.row_vars) + ["  " + s for s in stores]
+        team = self.role == "team"
+        if team:
+            stores = ["  " + s for s in stores] + ["  __syncthreads();  // this buffer is free for the row after next",
+                                                 "}"]
+        body = _row_reciprocals(body, em.row_vars, "    " if team else "  ") + ["  " + s for s in stores]
         shared = 4 * w.held_slots * vec * block if held else 0
         if held:
             body.insert(0, f"  STITCH_HELD(stitch_held, {shared // 4});  // this block's part of the row")
+        if team:
+            shared = 4 * TEAM_BUFFERS * len(self.staged) * stage_floats(split.chunk)
+            body[:0] = [f"  STITCH_HELD(stitch_stage, {shared // 4});  // this block's parts of two rows",
+                        f"  __shared__ stitch_bar_t stitch_bars[{TEAM_BUFFERS}];"]
         params, outputs, scratch = self.parameters()
         cluster = f"__cluster_dims__({split.parts}, 1, 1) " if self.role == "cluster" else ""
         # Blocks of a cluster hold their part in registers: more than one an SM lets one block's loads
@@ -573,12 +633,19 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         # exp's fast unit is within 2 ulp + |x| * 2^-24 relative: far inside the fp32 tolerance.
         src = re.sub(r"(?<![\w.])expf\(", "__expf(", src)
         src = _finish(src, group, index)
-        if split is not None:
+        if team:
+            grid = rows * split.parts  # at most: the launch takes as many teams as the GPU holds at once
+        elif split is not None:
             grid = rows * split.parts if self.role in ("partials", "cluster") or a.full_outs else rows
         else:
             grid = math.ceil(rows / rows_per_block)
         how_rows = "a warp" if rt == 32 else f"{rt} threads"
-        if self.role == "cluster":
+        if team:
+            note = (f"{len(group.nodes)} ops, {rows} rows of {row_len}, a team of {split.parts} blocks of {rt} "
+                    f"threads per row ({split.chunk} elements a block, staged in shared memory by bulk copies a row "
+                    f"ahead: {shared // 1024} KB a block), {vec}-wide, the team's totals combined through global "
+                    f"memory")
+        elif self.role == "cluster":
             where = f"shared memory ({shared // 1024} KB a block)" if held else "registers"
             note = (f"{len(group.nodes)} ops, {rows} rows of {row_len}" + (f" ({dom.layout})" if dom.layout != "rows" else "")
                     + f", a cluster of {split.parts} blocks of {rt} threads per row holding it in {where}, "
@@ -594,11 +661,85 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
                     + f", {how_rows} per row, {vec}-wide"
                     + (", streamed (statistics in one pass, outputs in a second)" if looped else ""))
         return KernelSpec(name=self.name, source=src, kind="row_reduction", params=params + outputs,
-                          outputs=outputs, grid=grid, block=block, note=note, scratch=scratch, shared=shared)
+                          outputs=outputs, grid=grid, block=block, note=note, scratch=scratch, shared=shared,
+                          team=split.parts if team else 0, zeroed=[self.sync_name()] if team else [])
+
+    def sync_name(self) -> str:
+        return f"{self.base}_sync"
+
+    def open_team(self) -> None:
+        """A team kernel's loop over its rows: the part of the team's next row staged while this one is worked on."""
+        em, w, a, split = self.em, self.w, self.a, self.split
+        row_len, rows, parts = a.dom.row_len, a.dom.rows, split.parts
+        self.staged = list(a.full_leaves)
+        width = stage_floats(split.chunk)
+        n = len(self.staged)
+
+        def stage(row: str, buf: str) -> str:
+            return " ".join(f"stitch_stage_row(stitch_stage + (({buf}) * {n} + {i}) * {width}, "
+                            f"{w.param_of[l]} + ({row}) * {row_len}LL + jbeg, jn, &stitch_bars[{buf}]);"
+                            for i, l in enumerate(self.staged))
+        em.emit(f"const long long teams = gridDim.x / {parts};")
+        em.emit(f"if (threadIdx.x == 0) {{ stitch_stage_init(stitch_bars, {TEAM_BUFFERS}, {n}); "
+                f"if (blockIdx.x / {parts} < {rows}) {{ {stage(f'blockIdx.x / {parts}', '0')} }} }}")
+        em.emit("__syncthreads();")
+        em.emit("int sit = 0;")
+        em.emit(f"for (long long row = blockIdx.x / {parts}; row < {rows}LL; row += teams, ++sit) {{")
+        em.indent += "  "
+        em.emit("const int sb = sit & 1;")
+        em.emit(f"if (threadIdx.x == 0 && row + teams < {rows}LL) {{ {stage('row + teams', 'sb ^ 1')} }}")
+        em.emit("stitch_stage_wait(&stitch_bars[sb], (sit >> 1) & 1);")
+        em.emit(f"const long long vrow = row * {parts} + part;")
+        em.emit(f"const long long rbase = row * {row_len}LL;")
+        em.emit("const long long pbase = rbase + jbeg;")
+        for i, leaf in enumerate(self.staged):
+            arr = f"stage{i}"
+            em.emit(f"const float* {arr} = stitch_stage + (sb * {n} + {i}) * {width} + "
+                    f"stitch_stage_shift({w.param_of[leaf]} + pbase);")
+            w.team_stage[leaf] = arr
+
+    def hoist_row_values(self) -> None:
+        """The row values the outputs use (a norm's square root, a variance's reciprocal square root), computed
+        once per row before the outputs' loop instead of once per element in it; its divisions by them become
+        products with a reciprocal (``_row_reciprocals``)."""
+        em, a = self.em, self.a
+        for n in self.group.nodes:
+            if n in a.row_nodes and n not in em.row_values:
+                em.row_values[n] = em.value(n, "row")
+                em.row_vars.add(em.row_values[n])
+
+    def team_exchange(self, p: int, rpass, accs, moments, poss) -> None:
+        """The block's totals of pass ``p`` to the team's buffer, the team's barrier, then every thread folds the
+        team's totals, in part order (every block gets the same values)."""
+        em, index, parts = self.em, self.index, self.split.parts
+        slots = self.ws_slots(p)
+        count = f"team_sync + row * {len(self.a.passes)} + {p}"
+        em.emit(f"if (threadIdx.x == 0) {{ float* po = ws{p} + vrow * {slots}; "
+                + self.stores_of(rpass, accs, moments, poss, lambda k: f"po[{k}]")
+                + f" stitch_team_arrive({count}); stitch_team_wait({count}, {parts}); }}")
+        em.emit("__syncthreads();")
+        for r, _, form in _partials(rpass, moments, poss):
+            how = op_table.REDUCTION_OPS[index[r].op]
+            if form == "moments":
+                n_, mu, m2, _ = moments[r]
+                em.emit(f"{n_} = 0.f; {mu} = 0.f; {m2} = 0.f;")
+            elif form == "position":
+                em.emit(f"{accs[r]} = {_IDENTITY[how]}; {poss[r]} = {_NO_POS};")
+            else:
+                em.emit(f"{accs[r]} = {_IDENTITY[how]};")
+        # Written in this launch by other SMs: read through L2, never L1.
+        folds = self.merges(rpass, accs, moments, poss, lambda k: f"__ldcg(pq + {k})")
+        em.emit(f"for (int q = 0; q < {parts}; ++q) {{ const float* pq = ws{p} + (row * {parts} + q) * {slots}; "
+                + " ".join(folds) + " }")
 
     def parameters(self) -> tuple[list[str], list[str], dict]:
-        """(input names, output names, shapes of the partial-result buffers this kernel writes)."""
+        """(input names, output names, shapes of the buffers this kernel writes that no graph node names)."""
         params = list(self.w.leaves) + [self.ws(p) for p in self.folded]
+        if self.role == "team":
+            rows, parts, npass = self.a.dom.rows, self.split.parts, len(self.a.passes)
+            scratch = {self.ws(p): ([rows * parts * self.ws_slots(p)], "float32") for p in range(npass)}
+            scratch[self.sync_name()] = ([rows * npass], "int32")  # arrivals a row and pass, zeroed each launch
+            return params, list(scratch) + list(self.group.outputs), scratch
         if self.role == "partials":
             p = self.upto
             ws = self.ws(p)
@@ -609,7 +750,11 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         w, index = self.w, self.index
         out = [f"const {_c_type(index[l].dtype)}* __restrict__ {w.param_of[l]}" for l in w.leaves]
         out += [f"const float* __restrict__ ws{p}" for p in self.folded]
-        if self.role == "partials":
+        if self.role == "team":
+            # Written by every block of the team and read by all of them: no read-only (non-coherent) loads.
+            out += [f"float* ws{p}" for p in range(len(self.a.passes))] + ["int* team_sync"]
+            out += [f"{_c_type(index[o].dtype)}* __restrict__ out{k}" for k, o in enumerate(self.group.outputs)]
+        elif self.role == "partials":
             out.append("float* __restrict__ wsout")
         else:
             out += [f"{_c_type(index[o].dtype)}* __restrict__ out{k}" for k, o in enumerate(self.group.outputs)]
@@ -745,6 +890,8 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         if self.role == "partials":
             self.write_partials(rpass, accs, moments, poss)
         else:
+            if self.role == "team":
+                self.team_exchange(p, rpass, accs, moments, poss)
             self.finalize(rpass, accs, moments, poss)
 
     def fold_pass(self, p: int, rpass: list[str]) -> None:
@@ -948,7 +1095,7 @@ def _rounded(em: Emitter, acc: str, dtype: str) -> str:
     return acc
 
 
-def _row_reciprocals(lines: list[str], row_vars: set[str]) -> list[str]:
+def _row_reciprocals(lines: list[str], row_vars: set[str], top: str = "  ") -> list[str]:
     """``x / d`` with ``d`` one value per row becomes ``x * (1 / d)``, the reciprocal taken once per row.
 
     Within 1.5 ulp of the quotient; a full-precision division per element costs about ten instructions.
@@ -965,7 +1112,7 @@ def _row_reciprocals(lines: list[str], row_vars: set[str]) -> list[str]:
             continue
         at = max(defs)
         indent = re.match(r"\s*", out[at]).group(0)
-        if indent != "  ":
+        if indent != top:
             continue  # defined inside a loop or a branch: leave the division alone
         out.insert(at + 1, f"{indent}const float rcp_{d} = 1.f / {d};")
         for i in range(at + 2, len(out)):
