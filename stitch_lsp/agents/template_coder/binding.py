@@ -182,7 +182,8 @@ def _version(t):
 
 
 def _team_grid(kernel, most, block, team, shared):
-    # A team kernel's blocks wait for one another: as many whole teams as this GPU holds at once, up to ``most``.
+    # A team kernel loops over its rows, and a team's blocks wait for one another: as many whole teams as this GPU
+    # holds at once, up to ``most`` blocks.
     fit = kernel.resident_blocks(block, shared)
     if fit < team:
         raise RuntimeError(f"{kernel.name} needs {team} blocks of {block} threads resident at once and this GPU "

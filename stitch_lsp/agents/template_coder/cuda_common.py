@@ -253,6 +253,8 @@ __device__ __forceinline__ void stitch_stage_row(T* dst, const T* src, int n, un
   const unsigned long long a = (unsigned long long)src, a0 = a & ~15ull;
   const unsigned bytes = (unsigned)(((a + sizeof(T) * (unsigned long long)n + 15ull) & ~15ull) - a0);
   const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  // The buffer's earlier reads (generic proxy) before the copy's writes (async proxy).
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(a0), "r"(bytes), "r"(b) : "memory");

@@ -50,8 +50,9 @@ class KernelSpec:
     layouts: dict = field(factory=dict)
     # Dynamic shared memory a block takes, in bytes (a cluster holding its rows there).
     shared: int = 0
-    # A team kernel's blocks a row (``reduction_kernels.team_for``): its blocks wait for one another, so it is
-    # launched cooperatively (all resident at once), with as many teams as fit, up to ``grid / team``.
+    # A team kernel's blocks a row (``reduction_kernels.team_for``): it loops over the rows, and its blocks wait
+    # for one another, so it is launched cooperatively (all resident at once), with as many teams as the GPU holds,
+    # up to ``grid / team``.
     team: int = 0
     # Scratch buffers that must read zero when the kernel starts (a team kernel's arrival counts).
     zeroed: list = field(factory=list)

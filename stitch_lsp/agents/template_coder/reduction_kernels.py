@@ -66,8 +66,8 @@ CLUSTER_SHARED_BYTES = 200 * 1024
 # Team kernels (``team_for``): a team of TEAM_MAX blocks or fewer, one an SM, takes one row after another, each
 # block a part; while it works on a row its part of the team's next row arrives in shared memory (bulk copies,
 # double-buffered), so its SM's loads never stop for a barrier or a store. Measured on an H100
-# (bench/results/memory_bound_h100/team_h100.md): KernelBench's L2 norm of rows of 65535 at 87-88% of the copy
-# bandwidth in teams of 3, against 80% for a cluster of four blocks holding the row in registers; teams of 11
+# (bench/results/memory_bound_h100/team_h100.md): KernelBench's L2 norm of rows of 65535 at 87-89% of the copy
+# bandwidth in teams of 3, against 80-86% for a cluster of four blocks holding the row in registers; teams of 11
 # (rows of 1 MB) and 132 (8 MB) ran at 80% and 49-59%, behind the cluster and the split kernels. With 23 to 46
 # rows a team (level 2's GroupNorms of 60K) the tasks ran 4-7% slower: each team's first row waits for its
 # copy, and teams' row counts differ by one.
@@ -559,6 +559,7 @@ class _RowKernel:
         if self.role == "cluster":
             # Each block's share of the row's values, read by the cluster's other blocks.
             em.emit(f"__shared__ float cx[{max(slots, 1)}];")
+            em.emit(f"__shared__ float cxf[{max(slots, 1)}];  // the cluster's totals, folded")
             em.emit("stitch_cluster_bind(cx);")
         self.slot = 0
         nch = self.nch
@@ -571,7 +572,7 @@ class _RowKernel:
             self.cnt = f"(float)(lane < {nch} ? (({nch - 1} - lane) / {rt} + 1) * {vec} : 0)"
 
         if self.role == "team":
-            self.open_team()
+            self.open_rows()
         for p, rpass in enumerate(a.passes):
             if p in self.folded:
                 self.fold_pass(p, rpass)
@@ -667,27 +668,23 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
     def sync_name(self) -> str:
         return f"{self.base}_sync"
 
-    def open_team(self) -> None:
-        """A team kernel's loop over its rows: the part of the team's next row staged while this one is worked on."""
+    def open_rows(self) -> None:
+        """A team kernel's loop over its rows: each block reads its part of this row where it lies in shared memory
+        while the part of the team's next row arrives in the other buffer (bulk copies)."""
         em, w, a, split = self.em, self.w, self.a, self.split
         row_len, rows, parts = a.dom.row_len, a.dom.rows, split.parts
         self.staged = list(a.full_leaves)
-        width = stage_floats(split.chunk)
+        width = self.stage_width = stage_floats(split.chunk)
         n = len(self.staged)
-
-        def stage(row: str, buf: str) -> str:
-            return " ".join(f"stitch_stage_row(stitch_stage + (({buf}) * {n} + {i}) * {width}, "
-                            f"{w.param_of[l]} + ({row}) * {row_len}LL + jbeg, jn, &stitch_bars[{buf}]);"
-                            for i, l in enumerate(self.staged))
         em.emit(f"const long long teams = gridDim.x / {parts};")
         em.emit(f"if (threadIdx.x == 0) {{ stitch_stage_init(stitch_bars, {TEAM_BUFFERS}, {n}); "
-                f"if (blockIdx.x / {parts} < {rows}) {{ {stage(f'blockIdx.x / {parts}', '0')} }} }}")
+                f"if (blockIdx.x / {parts} < {rows}) {{ {self.stage_copies(f'blockIdx.x / {parts}', '0')} }} }}")
         em.emit("__syncthreads();")
         em.emit("int sit = 0;")
         em.emit(f"for (long long row = blockIdx.x / {parts}; row < {rows}LL; row += teams, ++sit) {{")
         em.indent += "  "
         em.emit("const int sb = sit & 1;")
-        em.emit(f"if (threadIdx.x == 0 && row + teams < {rows}LL) {{ {stage('row + teams', 'sb ^ 1')} }}")
+        em.emit(f"if (threadIdx.x == 0 && row + teams < {rows}LL) {{ {self.stage_copies('row + teams', 'sb ^ 1')} }}")
         em.emit("stitch_stage_wait(&stitch_bars[sb], (sit >> 1) & 1);")
         em.emit(f"const long long vrow = row * {parts} + part;")
         em.emit(f"const long long rbase = row * {row_len}LL;")
@@ -697,6 +694,13 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
             em.emit(f"const float* {arr} = stitch_stage + (sb * {n} + {i}) * {width} + "
                     f"stitch_stage_shift({w.param_of[leaf]} + pbase);")
             w.team_stage[leaf] = arr
+
+    def stage_copies(self, row: str, buf: str) -> str:
+        """Thread 0's bulk copies of every staged input's part of ``row`` into buffer ``buf``."""
+        w, n, row_len = self.w, len(self.staged), self.a.dom.row_len
+        return " ".join(f"stitch_stage_row(stitch_stage + (({buf}) * {n} + {i}) * {self.stage_width}, "
+                        f"{w.param_of[l]} + ({row}) * {row_len}LL + jbeg, jn, &stitch_bars[{buf}]);"
+                        for i, l in enumerate(self.staged))
 
     def hoist_row_values(self) -> None:
         """The row values the outputs use (a norm's square root, a variance's reciprocal square root), computed
@@ -836,6 +840,11 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         for r in list(moments):
             _, src = reduction_dims(index[r], index)
             shift, origin = em.fresh("shift"), em.fresh("origin")
+            if self.role == "team":
+                # Loaded first: a team's next row waits on this row's statistics, so the load's latency is better
+                # spent under the pass than after it.
+                em.emit(f"const float {origin} = {em.value(src.name, f'kr{slot}')};")
+                em.memo = {}
             if looped:
                 em.emit(f"const float {shift} = {em.value(src.name, f'kq{slot}')};")
                 em.memo = {}
@@ -881,7 +890,8 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
             shift, origin, s1, s2 = moments[r]
             # Loaded here, after the pass, so that it holds no register through the loop.
             _, src = reduction_dims(index[r], index)
-            em.emit(f"const float {origin} = {em.value(src.name, f'kr{slot}')};")
+            if self.role != "team":
+                em.emit(f"const float {origin} = {em.value(src.name, f'kr{slot}')};")
             n_, mu, m2 = em.fresh("n"), em.fresh("mu"), em.fresh("m2_")
             em.emit(f"float {n_}, {mu}, {m2};")
             em.emit(f"stitch_moments_local({self.cnt}, {s1}, {s2}, {shift} - {origin}, {n_}, {mu}, {m2});")
@@ -979,23 +989,40 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         self.slot = slot
 
     def cluster_exchange(self, rpass, accs, moments, poss, first_slot: int) -> None:
-        """Each block's totals to its shared memory; every thread folds all the cluster's, in rank order."""
+        """Each block's totals to its shared memory; the first warp folds all the cluster's, in rank order, and
+        hands the result to the block's other threads through shared memory. On an H100 every thread reading the
+        cluster's shared memory held KernelBench's InstanceNorm at 82% of the copy bandwidth, the first warp alone
+        reaches 89% (bench/results/memory_bound_h100/team_h100.md)."""
         em, index, parts = self.em, self.index, self.split.parts
         em.emit("if (threadIdx.x == 0) { " + self.stores_of(rpass, accs, moments, poss, lambda k: f"cx[{k}]", first_slot)
                 + " }")
         em.emit("stitch_cluster_sync();")
+        em.emit("if (threadIdx.x < 32) {")
         for r, _, form in _partials(rpass, moments, poss):
             how = op_table.REDUCTION_OPS[index[r].op]
             if form == "moments":
                 n_, mu, m2, _ = moments[r]
-                em.emit(f"{n_} = 0.f; {mu} = 0.f; {m2} = 0.f;")
+                em.emit(f"  {n_} = 0.f; {mu} = 0.f; {m2} = 0.f;")
             elif form == "position":
-                em.emit(f"{accs[r]} = {_IDENTITY[how]}; {poss[r]} = {_NO_POS};")
+                em.emit(f"  {accs[r]} = {_IDENTITY[how]}; {poss[r]} = {_NO_POS};")
             else:
-                em.emit(f"{accs[r]} = {_IDENTITY[how]};")
+                em.emit(f"  {accs[r]} = {_IDENTITY[how]};")
         folds = self.merges(rpass, accs, moments, poss, lambda k: f"stitch_cluster_ld(cx + {first_slot + k}, q)")
-        em.emit("#pragma unroll")
-        em.emit(f"for (int q = 0; q < {parts}; ++q) {{ " + " ".join(folds) + " }")
+        em.emit("  #pragma unroll")
+        em.emit(f"  for (int q = 0; q < {parts}; ++q) {{ " + " ".join(folds) + " }")
+        em.emit("  if (threadIdx.x == 0) { "
+                + self.stores_of(rpass, accs, moments, poss, lambda k: f"cxf[{k}]", first_slot) + " }")
+        em.emit("}")
+        em.emit("__syncthreads();")
+        loads = []
+        for r, k, form in _partials(rpass, moments, poss, first_slot):
+            if form == "moments":
+                loads += [f"{v} = cxf[{k + i}];" for i, v in enumerate(moments[r][:3])]
+            elif form == "position":
+                loads += [f"{accs[r]} = cxf[{k}];", f"{poss[r]} = __float_as_int(cxf[{k + 1}]);"]
+            else:
+                loads.append(f"{accs[r]} = cxf[{k}];")
+        em.emit(" ".join(loads))
 
     def merges(self, rpass, accs, moments, poss, at) -> list[str]:
         """Statements folding one set of partial results (``at(k)``: C for the k-th float) into the pass's values."""
