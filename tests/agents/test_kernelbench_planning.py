@@ -12,7 +12,8 @@ from stitch_lsp.agents.planner import make_plan
 from stitch_lsp.agents.reduction_domain import broadcasts_per_row, domain_of
 from stitch_lsp.agents.template_coder import TemplateCoder, library_call, lower
 from stitch_lsp.agents.template_coder.kernels import KernelSpec
-from stitch_lsp.agents.template_coder.reduction_kernels import split_for
+from stitch_lsp.agents.template_coder.program import program_data
+from stitch_lsp.agents.template_coder.reduction_kernels import cluster_for, split_for, team_for
 from stitch_lsp.pipeline import Task
 
 torch = pytest.importorskip("torch")
@@ -57,6 +58,51 @@ def test_split_rows_only_where_idle_sms_cost_more_than_rereading():
     assert ln is not None and 16 * ln.parts >= 132 and ln.chunk % 4 == 0 and ln.parts * ln.chunk >= 64 * 256 * 256
     assert split_for(1, 1 << 24, 4, 1, passes=1, full_outputs=False) is not None  # a loss over everything
     assert split_for(4, 1024, 4, 4) is None  # small: the launches would cost more than they win
+
+
+def test_long_rows_go_to_a_team_a_cluster_or_a_stream_by_what_holds_them():
+    # KernelBench's L2 norm (32768 rows of 65535): a team of 3, each block double-buffering a third of a row.
+    team = team_for(32768, 65535, 1, leaves=1, streamed=True)
+    assert team is not None and team.team and team.parts == 3 and team.chunk * 3 >= 65535
+    # Two inputs need twice the shared memory: rows of 40000 take a team of 2 alone, of 4 with a second input.
+    assert team_for(32768, 40000, 4, leaves=1, streamed=True).parts == 2
+    assert team_for(32768, 40000, 4, leaves=2, streamed=True).parts == 4
+    assert team_for(32768, 65535, 1, leaves=2, streamed=True) is None
+    # Rows a block holds in registers, rows too long for four blocks' shared memory (InstanceNorm's 1 MB),
+    # and too few rows for every team to take 64 (level 2's GroupNorm of 1024 rows of 59400): no team.
+    assert team_for(32768, 16384, 4, leaves=1, streamed=False) is None
+    assert team_for(7168, 262144, 4, leaves=1, streamed=True) is None
+    assert team_for(1024, 59400, 4, leaves=1, streamed=True) is None
+    # InstanceNorm's rows: a cluster of 8 blocks of 1024 threads, 32 values a thread in registers.
+    inst = cluster_for(7168, 262144, 4, passes=1, full_outputs=True, blocks=7168)
+    assert (inst.parts, inst.threads, inst.shared, inst.team) == (8, 1024, False, False)
+
+
+def test_a_team_kernel_reads_its_staged_part_and_divides_by_a_reciprocal():
+    source, graph = _trace("""
+class Model(nn.Module):
+    def forward(self, x):
+        return x / torch.norm(x, p=2, dim=1, keepdim=True)
+
+def get_inputs():
+    return [torch.rand(32768, 65535)]
+
+def get_init_inputs():
+    return []
+""")
+    program = lower(graph)
+    (kernel,) = program.kernels
+    assert kernel.team == 3 and kernel.zeroed == [f"{kernel.name}_sync"] and kernel.grid == 32768 * 3
+    assert "a team of 3 blocks" in kernel.note
+    # Double-buffered parts of 21845 values (plus the 16-byte span around them) in dynamic shared memory.
+    assert kernel.shared == 2 * 4 * 21856
+    body = kernel.source.split('extern "C"')[1]
+    assert body.count("stitch_stage_row(") == 2 and "stitch_team_wait(" in body
+    # Elements come from the staged part, never from global memory; the norm's reciprocal is taken once a row.
+    assert "stitch_ld(in0" not in body and "stitch_div" not in body and "rcp_" in body
+    # The binding learns to launch it cooperatively, with a zeroed count of arrivals.
+    (step,) = [s for s in program_data(program)["steps"] if "kernel" in s]
+    assert step["team"] == 3 and step["zeroed"] == [f"{kernel.name}_sync"] and step["shared"] == kernel.shared
 
 
 def test_batchnorm_with_batch_statistics_is_split_rows_with_its_running_statistics():
