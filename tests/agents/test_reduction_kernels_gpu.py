@@ -80,21 +80,23 @@ LONG_ROWS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(LONG_ROWS))
-def test_rows_held_in_a_clusters_shared_memory_match_eager_on_the_gpu(case):
+def _rows_candidate(case: str, expr: str, rows: int, row_len: int, inputs: int = 1):
+    """A model of ``expr`` over ``inputs`` tensors of rows x row_len, its reference and the template Coder's
+    candidate, with the candidate's notes."""
     from stitch_lsp.worker.trace_handler import trace_task
     from tests.agents.gpu_models import reference_and_candidate
 
+    names = ["x", "y"][:inputs]
     source = f"""
 import torch
 import torch.nn as nn
 
 class Model(nn.Module):
-    def forward(self, x):
-        return {LONG_ROWS[case]}
+    def forward(self, {", ".join(names)}):
+        return {expr}
 
 def get_inputs():
-    return [torch.randn(40, 393216) * 3]
+    return [torch.randn({rows}, {row_len}) * 3 for _ in range({inputs})]
 
 def get_init_inputs():
     return []
@@ -103,8 +105,14 @@ def get_init_inputs():
     assert reply.ok, reply.message
     task = Task(name=case, source=source)
     candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
-    assert any("holding it in shared memory" in n for n in candidate.notes), candidate.notes
-    assert_matches_eager(*reference_and_candidate(case, source, candidate.module_source))
+    return candidate.notes, reference_and_candidate(case, source, candidate.module_source)
+
+
+@pytest.mark.parametrize("case", sorted(LONG_ROWS))
+def test_rows_held_in_a_clusters_shared_memory_match_eager_on_the_gpu(case):
+    notes, models = _rows_candidate(case, LONG_ROWS[case], 40, 393216)
+    assert any("holding it in shared memory" in n for n in notes), notes
+    assert_matches_eager(*models)
 
 
 TEAM_ROWS = {
@@ -121,29 +129,8 @@ TEAM_ROWS = {
 
 @pytest.mark.parametrize("case", sorted(TEAM_ROWS))
 def test_rows_taken_by_a_team_match_eager_on_the_gpu(case, monkeypatch):
-    from stitch_lsp.worker.trace_handler import trace_task
-    from tests.agents.gpu_models import reference_and_candidate
-
     monkeypatch.setattr(kernels, "TEAM_MIN_ROWS", 1)  # 300 rows: every team takes one to three
     expr, row_len, inputs = TEAM_ROWS[case]
-    names = ["x", "y"][:inputs]
-    source = f"""
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, {", ".join(names)}):
-        return {expr}
-
-def get_inputs():
-    return [torch.randn(300, {row_len}) * 3 for _ in range({inputs})]
-
-def get_init_inputs():
-    return []
-"""
-    reply = trace_task(source)
-    assert reply.ok, reply.message
-    task = Task(name=case, source=source)
-    candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
-    assert any("a team of" in n for n in candidate.notes), candidate.notes
-    assert_matches_eager(*reference_and_candidate(case, source, candidate.module_source))
+    notes, models = _rows_candidate(case, expr, 300, row_len, inputs)
+    assert any("a team of" in n for n in notes), notes
+    assert_matches_eager(*models)

@@ -715,22 +715,14 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
     def team_exchange(self, p: int, rpass, accs, moments, poss) -> None:
         """The block's totals of pass ``p`` to the team's buffer, the team's barrier, then every thread folds the
         team's totals, in part order (every block gets the same values)."""
-        em, index, parts = self.em, self.index, self.split.parts
+        em, parts = self.em, self.split.parts
         slots = self.ws_slots(p)
         count = f"team_sync + row * {len(self.a.passes)} + {p}"
         em.emit(f"if (threadIdx.x == 0) {{ float* po = ws{p} + vrow * {slots}; "
                 + self.stores_of(rpass, accs, moments, poss, lambda k: f"po[{k}]")
                 + f" stitch_team_arrive({count}); stitch_team_wait({count}, {parts}); }}")
         em.emit("__syncthreads();")
-        for r, _, form in _partials(rpass, moments, poss):
-            how = op_table.REDUCTION_OPS[index[r].op]
-            if form == "moments":
-                n_, mu, m2, _ = moments[r]
-                em.emit(f"{n_} = 0.f; {mu} = 0.f; {m2} = 0.f;")
-            elif form == "position":
-                em.emit(f"{accs[r]} = {_IDENTITY[how]}; {poss[r]} = {_NO_POS};")
-            else:
-                em.emit(f"{accs[r]} = {_IDENTITY[how]};")
+        self.reset(rpass, accs, moments, poss)
         # Written in this launch by other SMs: read through L2, never L1.
         folds = self.merges(rpass, accs, moments, poss, lambda k: f"__ldcg(pq + {k})")
         em.emit(f"for (int q = 0; q < {parts}; ++q) {{ const float* pq = ws{p} + (row * {parts} + q) * {slots}; "
@@ -993,20 +985,12 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         hands the result to the block's other threads through shared memory. On an H100 every thread reading the
         cluster's shared memory held KernelBench's InstanceNorm at 82% of the copy bandwidth, the first warp alone
         reaches 89% (bench/results/memory_bound_h100/team_h100.md)."""
-        em, index, parts = self.em, self.index, self.split.parts
+        em, parts = self.em, self.split.parts
         em.emit("if (threadIdx.x == 0) { " + self.stores_of(rpass, accs, moments, poss, lambda k: f"cx[{k}]", first_slot)
                 + " }")
         em.emit("stitch_cluster_sync();")
         em.emit("if (threadIdx.x < 32) {")
-        for r, _, form in _partials(rpass, moments, poss):
-            how = op_table.REDUCTION_OPS[index[r].op]
-            if form == "moments":
-                n_, mu, m2, _ = moments[r]
-                em.emit(f"  {n_} = 0.f; {mu} = 0.f; {m2} = 0.f;")
-            elif form == "position":
-                em.emit(f"  {accs[r]} = {_IDENTITY[how]}; {poss[r]} = {_NO_POS};")
-            else:
-                em.emit(f"  {accs[r]} = {_IDENTITY[how]};")
+        self.reset(rpass, accs, moments, poss, "  ")
         folds = self.merges(rpass, accs, moments, poss, lambda k: f"stitch_cluster_ld(cx + {first_slot + k}, q)")
         em.emit("  #pragma unroll")
         em.emit(f"  for (int q = 0; q < {parts}; ++q) {{ " + " ".join(folds) + " }")
@@ -1014,15 +998,20 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
                 + self.stores_of(rpass, accs, moments, poss, lambda k: f"cxf[{k}]", first_slot) + " }")
         em.emit("}")
         em.emit("__syncthreads();")
-        loads = []
-        for r, k, form in _partials(rpass, moments, poss, first_slot):
+        em.emit(" ".join(f"{v} = {f'__float_as_int(cxf[{k}])' if bits else f'cxf[{k}]'};"
+                         for v, k, bits in self.packed(rpass, accs, moments, poss, first_slot)))
+
+    def reset(self, rpass, accs, moments, poss, indent: str = "") -> None:
+        """The pass's values back to their identities, before folding partial results into them."""
+        for r, _, form in _partials(rpass, moments, poss):
+            how = op_table.REDUCTION_OPS[self.index[r].op]
             if form == "moments":
-                loads += [f"{v} = cxf[{k + i}];" for i, v in enumerate(moments[r][:3])]
+                n_, mu, m2, _ = moments[r]
+                self.em.emit(f"{indent}{n_} = 0.f; {mu} = 0.f; {m2} = 0.f;")
             elif form == "position":
-                loads += [f"{accs[r]} = cxf[{k}];", f"{poss[r]} = __float_as_int(cxf[{k + 1}]);"]
+                self.em.emit(f"{indent}{accs[r]} = {_IDENTITY[how]}; {poss[r]} = {_NO_POS};")
             else:
-                loads.append(f"{accs[r]} = cxf[{k}];")
-        em.emit(" ".join(loads))
+                self.em.emit(f"{indent}{accs[r]} = {_IDENTITY[how]};")
 
     def merges(self, rpass, accs, moments, poss, at) -> list[str]:
         """Statements folding one set of partial results (``at(k)``: C for the k-th float) into the pass's values."""
@@ -1038,17 +1027,23 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
                 out.append(f"{accs[r]} = {_COMBINE[how].format(a=accs[r], b=at(k))};")
         return out
 
-    def stores_of(self, rpass, accs, moments, poss, at, first: int = 0) -> str:
-        """One statement storing the pass's values as partial results (``at(k)``: C for the k-th float)."""
+    def packed(self, rpass, accs, moments, poss, first: int = 0) -> list[tuple[str, int, bool]]:
+        """The pass's values as partial results: (variable, offset of its float from ``first``, whether it is a
+        position carried as the float's bits), in packing order."""
         out = []
         for r, k, form in _partials(rpass, moments, poss, first):
             if form == "moments":
-                out += [f"{at(k + i)} = {v};" for i, v in enumerate(moments[r][:3])]
+                out += [(v, k + i, False) for i, v in enumerate(moments[r][:3])]
             elif form == "position":
-                out += [f"{at(k)} = {accs[r]};", f"{at(k + 1)} = __int_as_float({poss[r]});"]
+                out += [(accs[r], k, False), (poss[r], k + 1, True)]
             else:
-                out.append(f"{at(k)} = {accs[r]};")
-        return " ".join(out)
+                out.append((accs[r], k, False))
+        return out
+
+    def stores_of(self, rpass, accs, moments, poss, at, first: int = 0) -> str:
+        """One statement storing the pass's values as partial results (``at(k)``: C for the k-th float)."""
+        return " ".join(f"{at(k)} = {f'__int_as_float({v})' if bits else v};"
+                        for v, k, bits in self.packed(rpass, accs, moments, poss, first))
 
     def write_partials(self, rpass, accs, moments, poss) -> None:
         em = self.em
