@@ -105,6 +105,53 @@ def get_init_inputs():
     assert step["team"] == 3 and step["zeroed"] == [f"{kernel.name}_sync"] and step["shared"] == kernel.shared
 
 
+def test_groups_of_megabytes_go_to_a_lagged_kernel_that_reads_them_once():
+    # KernelBench's GroupNorm: 896 groups of 8 MB, too long for a cluster's or a team's shared memory.
+    source, graph = _trace("""
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(8, 64)
+
+    def forward(self, x):
+        return self.gn(x)
+
+def get_inputs():
+    return [torch.rand(112, 64, 512, 512)]
+
+def get_init_inputs():
+    return []
+""")
+    program = lower(graph)
+    (kernel,) = program.kernels
+    # One block an SM (864 threads: 24 warps of consumers, a producer, a publisher, a gatherer), a ring of nine
+    # tiles of 6144 values (plus the 16-byte span around them), launched cooperatively with at least 43 blocks
+    # (a row's 342 tiles over 8 slots), a zeroed count of each row's blocks.
+    assert (kernel.team, kernel.grid, kernel.block, kernel.least_blocks) == (1, 132, 864, 43)
+    assert kernel.shared == 9 * 4 * 6152 and kernel.zeroed == [f"{kernel.name}_sync"]
+    assert "tiles of 6144" in kernel.note and "one read of each element" in kernel.note
+    body = kernel.source.split('extern "C"')[1]
+    # Elements come from the ring; no warp waits at a block-wide barrier after the mbarriers' set-up.
+    assert body.count("stitch_ring_copy(") == 1 and body.count("__syncthreads()") == 1
+    assert "stitch_count_release(" in body and "stitch_count_wait(" in body
+    (step,) = [s for s in program_data(program)["steps"] if "kernel" in s]
+    assert (step["team"], step["least"], step["shared"]) == (1, 43, kernel.shared)
+    # InstanceNorm's rows of 1 MB stay with the cluster that holds them in registers.
+    source, graph = _trace("""
+class Model(nn.Module):
+    def forward(self, x):
+        return F.instance_norm(x)
+
+def get_inputs():
+    return [torch.rand(112, 64, 512, 512)]
+
+def get_init_inputs():
+    return []
+""")
+    (kernel,) = lower(graph).kernels
+    assert "__cluster_dims__(8" in kernel.source and not kernel.least_blocks
+
+
 def test_batchnorm_with_batch_statistics_is_split_rows_with_its_running_statistics():
     source, graph = _trace("""
 class Model(nn.Module):

@@ -134,3 +134,23 @@ def test_rows_taken_by_a_team_match_eager_on_the_gpu(case, monkeypatch):
     notes, models = _rows_candidate(case, expr, 300, row_len, inputs)
     assert any("a team of" in n for n in notes), notes
     assert_matches_eager(*models)
+
+
+LAGGED_ROWS = {
+    # rows too long for a cluster's or a team's shared memory, streamed as tiles by every SM with their outputs
+    # written from a ring of tiles a few steps after their statistics: a variance, odd lengths (rows that start
+    # between 16-byte words, vec 1 and 2), a maximum, two staged inputs
+    "standardise": ("(x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)",
+                    40, 2097152, 1),
+    "l2-norm-odd": ("x / torch.norm(x, p=2, dim=1, keepdim=True)", 24, 2097151, 1),
+    "max-shift-odd": ("x - x.amax(dim=1, keepdim=True)", 20, 3000002, 1),
+    "sum-of-two": ("(x + y) / (x + y).abs().sum(dim=1, keepdim=True)", 20, 600000, 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAGGED_ROWS))
+def test_rows_taken_by_a_lagged_kernel_match_eager_on_the_gpu(case):
+    expr, rows, row_len, inputs = LAGGED_ROWS[case]
+    notes, models = _rows_candidate(case, expr, rows, row_len, inputs)
+    assert any("one read of each element" in n for n in notes), notes
+    assert_matches_eager(*models)

@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.agents.template_coder import lower, reduction_kernels  # noqa: E402
+from stitch_lsp.agents.template_coder import lagged_kernels, lower, reduction_kernels  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 from tests.agents import test_template_rows_host as rows  # noqa: E402
 
@@ -259,6 +259,23 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # A GroupNorm, and an L2 norm beside a maximum over rows of odd length: each row a few tiles (the last one
+    # partial) for the lagged kernels (rows that start between 16-byte words in the L2 norm's case).
+    "tiled-rows": """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(2, 4)
+
+    def forward(self, x, y):
+        return self.gn(x) * 2.0, y / torch.norm(y, p=2, dim=1, keepdim=True) + (torch.amax(y, dim=1, keepdim=True) - y)
+
+def get_inputs():
+    return [torch.randn(3, 4, 10, 26) * 3 + 2, torch.randn(5, 1102)]
+
+def get_init_inputs():
+    return []
+""",
     # Losses: each a single value from two inputs (split, a row's parts are taken in turn by its blocks), and
     # a maximum beside a sum in one pass.
     "losses": """
@@ -302,9 +319,14 @@ def _parts(n: int, shared: bool = False, team: bool = False):
     return force
 
 
+# ... and which with every row along its elements taken by the lagged kernel (tiles of 64 VEC-wide chunks, three
+# blocks that exchange each row's sums through global memory), where its pass and outputs allow it.
+LAGGED = {"tiled-rows", "few-long-rows"}
+
+
 CASES = ([(name, "") for name in MODELS] + [(name, "split") for name in sorted(SPLIT)]
          + [(name, "cluster") for name in sorted(CLUSTER)] + [(name, "cluster-shared") for name in sorted(CLUSTER)]
-         + [(name, "team") for name in sorted(TEAM)])
+         + [(name, "team") for name in sorted(TEAM)] + [(name, "lagged") for name in sorted(LAGGED)])
 
 
 @pytest.mark.parametrize("name,mode", CASES, ids=[f"{n}{'-' + m if m else ''}" for n, m in CASES])
@@ -320,6 +342,15 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
         monkeypatch.setattr(reduction_kernels, "cluster_for", _parts(2, shared=mode == "cluster-shared"))
     if mode == "team":
         monkeypatch.setattr(reduction_kernels, "team_for", _parts(2, team=True))
+    if mode == "lagged":
+        monkeypatch.setattr(reduction_kernels, "row_config", lambda *a: reduction_kernels.RowConfig(64, 64, True))
+        monkeypatch.setattr(reduction_kernels, "SMS", 3)
+        monkeypatch.setattr(reduction_kernels, "cluster_for", lambda *a, **k: None)
+        monkeypatch.setattr(reduction_kernels, "team_for", lambda *a, **k: None)
+        monkeypatch.setattr(lagged_kernels, "LAG_THREADS", 64)
+        monkeypatch.setattr(lagged_kernels, "LAG_UNROLL", 1)
+        monkeypatch.setattr(lagged_kernels, "LAG_MIN_STEPS", 0)  # a block may have no tile at all
+        monkeypatch.setattr(lagged_kernels, "LAG_SHARED_BYTES", 8192)
     program = lower(reply.graph)
     assert program.covered, program.blocking_ops
     assert program.kernels
@@ -335,6 +366,10 @@ def test_kernelbench_pattern_matches_eager_on_the_host(name, mode, tmp_path, mon
     if mode == "team":
         teams = [k for k in program.kernels if k.team]
         assert teams and all(k.zeroed and k.shared and "stitch_stage_row(" in k.source for k in teams), \
+            [k.note for k in program.kernels]
+    if mode == "lagged":
+        lagged = [k for k in program.kernels if "lg_steps" in k.source]
+        assert lagged and all(k.team == 1 and k.zeroed and k.shared and k.least_blocks for k in lagged), \
             [k.note for k in program.kernels]
     monkeypatch.setattr(host, "_driver", rows._driver)
     if name == "scans":  # the exclusive scans of short rows store whole lines, shifted through the warp

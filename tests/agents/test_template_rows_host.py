@@ -110,6 +110,32 @@ template <typename T> static inline void stitch_stage_row(T* dst, const T* src, 
   std::memcpy(dst + ((unsigned long long)src & 15ull) / sizeof(T), src, sizeof(T) * n);  // stitch_stage_shift's
 }
 static inline void stitch_stage_wait(unsigned long long*, unsigned) { __syncthreads(); }
+// A lagged kernel's mbarriers: the word holds the arrivals a phase needs (bits 0-15), those so far (16-31) and the
+// phases completed (32-63); a tile's copy is a plain copy, then its arrival.
+static inline void stitch_ring_init(unsigned long long* bars, int n, unsigned arrivals) {
+  for (int b = 0; b < n; ++b) __atomic_store_n(bars + b, (unsigned long long)arrivals, __ATOMIC_SEQ_CST);
+}
+static inline void stitch_ring_arrive(unsigned long long* bar) {
+  unsigned long long old = __atomic_load_n(bar, __ATOMIC_SEQ_CST), next;
+  do {
+    const unsigned long long need = old & 0xffffull, got = ((old >> 16) & 0xffffull) + 1, phase = old >> 32;
+    next = got == need ? need | ((phase + 1) << 32) : need | (got << 16) | (phase << 32);
+  } while (!__atomic_compare_exchange_n(bar, &old, next, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+}
+static inline void stitch_ring_wait(unsigned long long* bar, unsigned parity) {
+  while (((__atomic_load_n(bar, __ATOMIC_SEQ_CST) >> 32) & 1ull) == parity) std::this_thread::yield();
+}
+template <typename T> static inline void stitch_ring_copy(T* dst, const T* src, int n, unsigned long long* bar) {
+  std::memcpy(dst + ((unsigned long long)src & 15ull) / sizeof(T), src, sizeof(T) * n);
+  stitch_ring_arrive(bar);
+}
+static inline void stitch_count_release(int* count) { __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST); }
+static inline void stitch_count_wait(const int* count, int need) {
+  while (__atomic_load_n(count, __ATOMIC_SEQ_CST) < need) std::this_thread::yield();
+}
+static inline void __syncwarp(unsigned = 0xffffffffu) {
+  stitch_warp_barriers[stitch_rank() * 32 + threadIdx.x / 32].wait();
+}
 // A block's dynamic shared memory: each block (a cluster's rank) runs its own copy of the kernel.
 #define STITCH_HELD(name, floats) static float name[floats]
 """
@@ -126,6 +152,8 @@ def _driver(source: str, name: str, params: list[tuple[str, str]], n_in: int, gr
     if team:
         # A team kernel's blocks wait for one another: the whole grid at once, two teams that take turns at the rows.
         grid = size = min(grid, 2 * int(team.group(1)))
+    if "lg_steps" in source:
+        grid = size = min(grid, 16)  # a lagged kernel's blocks wait for one another's sums: all at once
     call = name
     if size > 1:
         head, marker, body = source.partition('extern "C" ')

@@ -181,13 +181,13 @@ def _version(t):
         return None
 
 
-def _team_grid(kernel, most, block, team, shared):
+def _team_grid(kernel, most, block, team, shared, least=0):
     # A team kernel loops over its rows, and a team's blocks wait for one another: as many whole teams as this GPU
-    # holds at once, up to ``most`` blocks.
+    # holds at once, up to ``most`` blocks (and at least ``least``).
     fit = kernel.resident_blocks(block, shared)
-    if fit < team:
-        raise RuntimeError(f"{kernel.name} needs {team} blocks of {block} threads resident at once and this GPU "
-                           f"holds {fit}: fuse again on this GPU")
+    if fit < max(team, least):
+        raise RuntimeError(f"{kernel.name} needs {max(team, least)} blocks of {block} threads resident at once and "
+                           f"this GPU holds {fit}: fuse again on this GPU")
     return min(most, fit // team * team)
 
 
@@ -248,7 +248,7 @@ class _Prepared:
             self.steps.append(["kernel", name, data["sources"][name], step["args"], outs,
                                (step["grid"], 1, 1), (step["block"], 1, 1), None,
                                [getattr(torch, layouts[a]) if a in layouts else None for a in step["args"]],
-                               step.get("shared", 0), step.get("team", 0), frozenset(step.get("zeroed", ()))])
+                               step.get("shared", 0), step.get("team", 0), frozenset(step.get("zeroed", ())), step.get("least", 0)])
 
     def __call__(self, tensors):
         device = tensors[0].device
@@ -256,7 +256,7 @@ class _Prepared:
         for step in self.steps:
             kind = step[0]
             if kind == "kernel":
-                _, name, source, arg_names, outs, grid, block, kernel, layouts, shared, team, zeroed = step
+                _, name, source, arg_names, outs, grid, block, kernel, layouts, shared, team, zeroed, least = step
                 args = [_ready(env[a], f) for a, f in zip(arg_names, layouts)]
                 for out, shape, dtype in outs:
                     t = env[out] = (torch.zeros if out in zeroed else torch.empty)(shape, dtype=dtype, device=device)
@@ -273,7 +273,7 @@ class _Prepared:
                 if kernel is None:
                     kernel = _KERNELS[source] = load_kernel(source, name)
                 if team:
-                    grid = step[5] = (_team_grid(kernel, grid[0], block[0], team, shared), 1, 1)
+                    grid = step[5] = (_team_grid(kernel, grid[0], block[0], team, shared, least), 1, 1)
                     kernel(grid, block, args, shared_mem=shared, cooperative=True)
                 elif shared:
                     kernel(grid, block, args, shared_mem=shared)

@@ -286,6 +286,42 @@ __device__ __forceinline__ void stitch_team_wait(int* count, int blocks) {
 }
 #endif
 
+// A lagged kernel (``lagged_kernels``): the warps of a block hand tiles, a row's sums and a row's values to one
+// another through mbarriers in shared memory (a ring's slot is full, or free again), and the blocks count a row's
+// sums in global memory. Host builds of a kernel define these themselves.
+#if defined(__CUDACC__) || defined(__CUDA_ARCH__)
+__device__ __forceinline__ void stitch_ring_init(unsigned long long* bars, int n, unsigned arrivals) {
+  stitch_stage_init(bars, n, arrivals);
+}
+template <typename T>
+__device__ __forceinline__ void stitch_ring_copy(T* dst, const T* src, int n, unsigned long long* bar) {
+  stitch_stage_row(dst, src, n, bar);
+}
+__device__ __forceinline__ void stitch_ring_wait(unsigned long long* bar, unsigned parity) {
+  stitch_stage_wait(bar, parity);
+}
+__device__ __forceinline__ void stitch_ring_arrive(unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+#endif
+}
+// One more of a row's blocks has written its sums: released, so a reader that sees the count sees the sums.
+__device__ __forceinline__ void stitch_count_release(int* count) {
+#if __CUDA_ARCH__ >= 700
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void stitch_count_wait(const int* count, int need) {
+#if __CUDA_ARCH__ >= 700
+  int seen;
+  for (;;) {
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+    if (seen >= need) break;
+  }
+#endif
+}
+#endif
+
 // The number of SM identifiers (at least the SMs' count): how many blocks of one per SM run at once.
 __device__ __forceinline__ int stitch_nsm() {
   unsigned n = 132;

@@ -56,6 +56,9 @@ class KernelSpec:
     team: int = 0
     # Scratch buffers that must read zero when the kernel starts (a team kernel's arrival counts).
     zeroed: list = field(factory=list)
+    # Blocks a cooperative kernel needs resident at once, at the fewest (a lagged kernel's ring holds a row's
+    # share of each block only from this many on).
+    least_blocks: int = 0
 
 
 def _finish(src: str, group: Group, index: dict[str, OpNode]) -> str:

@@ -45,6 +45,7 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                 **({"shared": k.shared} if k.shared else {}),
                 **({"team": k.team} if k.team else {}),
                 **({"zeroed": list(k.zeroed)} if k.zeroed else {}),
+                **({"least": k.least_blocks} if k.least_blocks else {}),
             })
             continue
         for n in step.nodes:

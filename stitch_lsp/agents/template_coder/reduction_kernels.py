@@ -394,6 +394,12 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
             if sm >= 90 and config is None else None  # shared memory holds fp32, whatever the inputs are
         if cluster is not None:
             return [_RowKernel(group, index, name, a, split=cluster, role="cluster").build()]
+        if sm >= 90 and config is None and a.dom.layout == "rows":
+            from stitch_lsp.agents.template_coder.lagged_kernels import LaggedKernel, lagged_for
+
+            lag = lagged_for(a, index, vec, streamed=cfg.streamed)
+            if lag is not None:
+                return [LaggedKernel(group, index, name, a, lag).build()]
         split = split_for(a.dom.rows, a.dom.row_len, vec, blocks, passes=len(a.passes),
                           full_outputs=bool(a.full_outs), streamed=cfg.streamed)
     if not split:
