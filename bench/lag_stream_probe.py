@@ -1,13 +1,15 @@
 """Hand-written probe for rows too large for the chip (KernelBench's GroupNorm: 896 groups of 8 MB): a persistent
-grid streams tiles, taking each tile's statistics `lag` steps before its outputs, so the outputs' pass finds the
-tile in L2 and waits only on a count that was reached steps earlier (no barrier a row). Timed against the copy and
-eager in the same run.
+grid streams tiles, taking each tile's statistics `lag` steps before its outputs and waiting only on a count that
+was reached steps earlier (no barrier a row). `lagnorm` re-reads the lagged tile from L2; `lagws4` (the design the
+lagged kernels generate) holds it in a ring in shared memory, with producer, publisher and gatherer warps. Timed
+against the copy and eager in the same run.
 On the GPU machine: . bench/gpu_env.sh; python3 bench/lag_stream_probe.py OUTDIR
 Results: bench/results/memory_bound_h100/lag_stream_h100.md."""
 import json, os, sys
 import torch
 sys.path.insert(0, ".")
 from stitch_lsp.runtime.loader import load_kernel
+from bench.probe_timing import timeit
 
 SRC = r"""
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
@@ -149,509 +151,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, BPS) lagnorm(const float* 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, BPS) lagnorm2(const float* __restrict__ x,
-    const float* __restrict__ wgt, const float* __restrict__ bia, float* __restrict__ y,
-    float* __restrict__ ws, unsigned* __restrict__ cnt, int lag) {
-  __shared__ float red[2][THREADS / 32];
-  __shared__ float fin[2];
-  const long long NT = (long long)ROWS * TP;
-  const int NB = gridDim.x, b = blockIdx.x, tid = threadIdx.x;
-  const long long steps = (NT - b + NB - 1) / NB;
-  unsigned long long pol = 0;
-#if HINTS == 1
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-#endif
-  float s1 = 0.f, s2 = 0.f, sh = 0.f;
-  long long srow = -1, orow = -1;
-  float oshift = 0.f, mean = 0.f, rstd = 0.f;
-  for (long long k = 0; k < steps + lag; ++k) {
-    const long long ko = k - lag;
-    const bool do_out = ko >= 0 && ko < steps, do_stat = k < steps;
-    long long to = 0, ro = 0; int oo = 0;
-    if (do_out) {
-      to = b + ko * NB; ro = to / TP; oo = (int)(to - ro * TP) * TILE;
-      if (ro != orow) {  // each warp alone: the row's last block published its statistics steps ago
-        orow = ro;
-        if ((tid & 31) == 0) while (ld_acquire(cnt + ROWS + ro) == 0) {}
-        __syncwarp();
-        mean = __ldcg(ws + (long long)ROWS * NB * 2 + ro * 2); rstd = __ldcg(ws + (long long)ROWS * NB * 2 + ro * 2 + 1);
-      }
-    }
-    long long ts = 0, rs = 0; int os = 0;
-    float4 v[UNROLL], o[UNROLL];
-    if (do_stat && !NOSTAT) {
-      ts = b + k * NB; rs = ts / TP; os = (int)(ts - rs * TP) * TILE;
-      if (rs != srow) { srow = rs; sh = __ldg(x + rs * ROW_LEN); s1 = 0.f; s2 = 0.f; }
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = os + (u * THREADS + tid) * 4;
-        v[u] = j < ROW_LEN ? ld_first_pass(x + rs * ROW_LEN + j, pol) : make_float4(sh, sh, sh, sh);
-      }
-    }
-    if (do_out) {
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = oo + (u * THREADS + tid) * 4;
-        if (j < ROW_LEN) o[u] = ld_second_pass(x + ro * ROW_LEN + j);
-      }
-    }
-    if (do_stat && !NOSTAT) {
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        float d;
-        d = v[u].x - sh; s1 += d; s2 = fmaf(d, d, s2); d = v[u].y - sh; s1 += d; s2 = fmaf(d, d, s2);
-        d = v[u].z - sh; s1 += d; s2 = fmaf(d, d, s2); d = v[u].w - sh; s1 += d; s2 = fmaf(d, d, s2);
-      }
-    }
-    if (do_out) {
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = oo + (u * THREADS + tid) * 4;
-        if (j < ROW_LEN) {
-          const int ch = (int)(ro % GROUPS) * CPG + j / HW;
-          const float g = __ldg(wgt + ch) * rstd, bo = __ldg(bia + ch) - mean * g;
-          float4 r = o[u];
-          r.x = fmaf(r.x, g, bo); r.y = fmaf(r.y, g, bo); r.z = fmaf(r.z, g, bo); r.w = fmaf(r.w, g, bo);
-          st_out(y + ro * ROW_LEN + j, r);
-        }
-      }
-    }
-    if (do_stat && !NOSTAT) {
-      const long long tn = ts + NB;
-      if (tn >= NT || tn / TP != rs) {  // this block's last tile of the row: hand its partial sums on
-        float a = s1, c = s2;
-        #pragma unroll
-        for (int q = 16; q > 0; q >>= 1) { a += __shfl_xor_sync(~0u, a, q); c += __shfl_xor_sync(~0u, c, q); }
-        if ((tid & 31) == 0) { red[0][tid >> 5] = a; red[1][tid >> 5] = c; }
-        __syncthreads();
-        if (tid < 32) {
-          a = tid < THREADS / 32 ? red[0][tid] : 0.f; c = tid < THREADS / 32 ? red[1][tid] : 0.f;
-          #pragma unroll
-          for (int q = 16; q > 0; q >>= 1) { a += __shfl_xor_sync(~0u, a, q); c += __shfl_xor_sync(~0u, c, q); }
-          unsigned last = 0;
-          const unsigned need = TP < NB ? TP : NB;
-          if (tid == 0) {
-            ws[(rs * NB + b) * 2] = a; ws[(rs * NB + b) * 2 + 1] = c;
-            __threadfence();
-            last = atomicAdd(&cnt[rs], 1u) == need - 1;
-          }
-          last = __shfl_sync(~0u, last, 0);
-          if (last) {
-            __threadfence();
-            float A = 0.f, B = 0.f;
-            for (int q = tid; q < NB; q += 32) {
-              const long long rel = ((q - rs * TP) % NB + NB) % NB;
-              if (rel < TP) { A += __ldcg(ws + (rs * NB + q) * 2); B += __ldcg(ws + (rs * NB + q) * 2 + 1); }
-            }
-            #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) { A += __shfl_xor_sync(~0u, A, o); B += __shfl_xor_sync(~0u, B, o); }
-            if (tid == 0) {
-              const float m = A / ROW_LEN;
-              ws[(long long)ROWS * NB * 2 + rs * 2] = sh + m;
-              ws[(long long)ROWS * NB * 2 + rs * 2 + 1] = rsqrtf(fmaxf(B / ROW_LEN - m * m, 0.f) + 1e-5f);
-              __threadfence();
-              asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(cnt + ROWS + rs), "r"(1u) : "memory");
-            }
-          }
-        }
-        __syncthreads();
-      }
-    }
-  }
-}
-
 __device__ __forceinline__ unsigned su32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
   unsigned ok = 0;
   while (!ok) asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                            : "=r"(ok) : "r"(su32(bar)), "r"(parity) : "memory"); }
 
-// The lag window held in shared memory: a ring of RING tiles filled by bulk copies, statistics on the newest,
-// outputs on the tile `lag` steps older, which is still in the ring: each value is read from DRAM once.
-extern "C" __global__ void __launch_bounds__(THREADS, BPS) lagsmem(const float* __restrict__ x,
-    const float* __restrict__ wgt, const float* __restrict__ bia, float* __restrict__ y,
-    float* __restrict__ ws, unsigned* __restrict__ cnt, int lag) {
-  extern __shared__ float4 smem4[];
-  float* ring = reinterpret_cast<float*>(smem4);
-  __shared__ __align__(8) unsigned long long bar[RING];
-  __shared__ float red[2][THREADS / 32];
-  __shared__ float fin[2];
-  const long long NT = (long long)ROWS * TP;
-  const int NB = gridDim.x, b = blockIdx.x, tid = threadIdx.x;
-  const long long steps = (NT - b + NB - 1) / NB;
-  float* stats = ws + (long long)ROWS * NB * 2;
-  unsigned* ready = cnt + ROWS;
-  auto issue = [&](long long k) {
-    const long long t = b + k * NB, r = t / TP; const int off = (int)(t - r * TP) * TILE;
-    const unsigned bytes = 4u * (unsigned)min(TILE, ROW_LEN - off);
-    unsigned long long* bb = &bar[k % RING];
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(su32(bb)), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(su32(ring + (k % RING) * TILE)), "l"(x + r * ROW_LEN + off), "r"(bytes), "r"(su32(bb)) : "memory");
-  };
-  if (tid == 0) {
-    for (int q = 0; q < RING; ++q) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(su32(&bar[q])) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    for (long long q = 0; q < RING && q < steps; ++q) issue(q);
-  }
-  __syncthreads();
-  float s1 = 0.f, s2 = 0.f, sh = 0.f;
-  long long srow = -1, orow = -1;
-  float mean = 0.f, rstd = 0.f;
-  for (long long k = 0; k < steps + lag; ++k) {
-    const long long ko = k - lag;
-    if (k < steps) {
-      const long long ts = b + k * NB, rs = ts / TP; const int os = (int)(ts - rs * TP) * TILE;
-      if (rs != srow) { srow = rs; sh = __ldg(x + rs * ROW_LEN); s1 = 0.f; s2 = 0.f; }
-      mbar_wait(&bar[k % RING], (unsigned)((k / RING) & 1));
-      const float* tile = ring + (k % RING) * TILE;
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = (u * THREADS + tid) * 4;
-        if (os + j < ROW_LEN) {
-          const float4 v = *reinterpret_cast<const float4*>(tile + j);
-          float d;
-          d = v.x - sh; s1 += d; s2 = fmaf(d, d, s2); d = v.y - sh; s1 += d; s2 = fmaf(d, d, s2);
-          d = v.z - sh; s1 += d; s2 = fmaf(d, d, s2); d = v.w - sh; s1 += d; s2 = fmaf(d, d, s2);
-        }
-      }
-      const long long tn = ts + NB;
-      if (tn >= NT || tn / TP != rs) {  // this block's last tile of the row: hand its partial sums on
-        float a = s1, c = s2;
-        #pragma unroll
-        for (int q = 16; q > 0; q >>= 1) { a += __shfl_xor_sync(~0u, a, q); c += __shfl_xor_sync(~0u, c, q); }
-        if ((tid & 31) == 0) { red[0][tid >> 5] = a; red[1][tid >> 5] = c; }
-        __syncthreads();
-        if (tid < 32) {
-          a = tid < THREADS / 32 ? red[0][tid] : 0.f; c = tid < THREADS / 32 ? red[1][tid] : 0.f;
-          #pragma unroll
-          for (int q = 16; q > 0; q >>= 1) { a += __shfl_xor_sync(~0u, a, q); c += __shfl_xor_sync(~0u, c, q); }
-          unsigned last = 0;
-          const unsigned need = TP < NB ? TP : NB;
-          if (tid == 0) {
-            ws[(rs * NB + b) * 2] = a; ws[(rs * NB + b) * 2 + 1] = c;
-            __threadfence();
-            last = atomicAdd(&cnt[rs], 1u) == need - 1;
-          }
-          last = __shfl_sync(~0u, last, 0);
-          if (last) {  // the row's last block folds every block's sums, in the blocks' order
-            __threadfence();
-            float A = 0.f, B = 0.f;
-            for (int q = tid; q < NB; q += 32) {
-              const long long rel = ((q - rs * TP) % NB + NB) % NB;
-              if (rel < TP) { A += __ldcg(ws + (rs * NB + q) * 2); B += __ldcg(ws + (rs * NB + q) * 2 + 1); }
-            }
-            #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) { A += __shfl_xor_sync(~0u, A, o); B += __shfl_xor_sync(~0u, B, o); }
-            if (tid == 0) {
-              const float m = A / ROW_LEN;
-              stats[rs * 2] = sh + m;
-              stats[rs * 2 + 1] = rsqrtf(fmaxf(B / ROW_LEN - m * m, 0.f) + 1e-5f);
-              __threadfence();
-              asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(ready + rs), "r"(1u) : "memory");
-            }
-          }
-        }
-      }
-    }
-    if (ko >= 0 && ko < steps) {
-      const long long to = b + ko * NB, ro = to / TP; const int oo = (int)(to - ro * TP) * TILE;
-      if (ro != orow) {
-        orow = ro;
-        if (tid == 0) {
-          while (ld_acquire(ready + ro) == 0) {}
-          fin[0] = __ldcg(stats + ro * 2); fin[1] = __ldcg(stats + ro * 2 + 1);
-        }
-        __syncthreads();
-        mean = fin[0]; rstd = fin[1];
-      }
-      const float* tile = ring + (ko % RING) * TILE;
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = (u * THREADS + tid) * 4;
-        if (oo + j < ROW_LEN) {
-          const int ch = (int)(ro % GROUPS) * CPG + (oo + j) / HW;
-          const float g = __ldg(wgt + ch) * rstd, bo = __ldg(bia + ch) - mean * g;
-          float4 r = *reinterpret_cast<const float4*>(tile + j);
-          r.x = fmaf(r.x, g, bo); r.y = fmaf(r.y, g, bo); r.z = fmaf(r.z, g, bo); r.w = fmaf(r.w, g, bo);
-          st_out(y + ro * ROW_LEN + oo + j, r);
-        }
-      }
-      __syncthreads();  // the tile's slot is free: refill it RING steps on
-      if (tid == 0 && ko + RING < steps) issue(ko + RING);
-    }
-  }
-}
-
 __device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(su32(bar)) : "memory"); }
 
-// Warp-specialised: one producer warp fills the ring by bulk copies as slots come free (an `empty` barrier a
-// slot); the consumer warps never wait for one another. A block's partial sums meet through shared memory (the
-// last warp to arrive adds them, in the warps' order) and the row's through global memory (the last block to
-// arrive adds them, in the blocks' order); each warp waits alone for the row's statistics before its outputs.
 #define W (THREADS / 32)
-#define REDS 16
-extern "C" __global__ void __launch_bounds__(THREADS + 32, BPS) lagws(const float* __restrict__ x,
-    const float* __restrict__ wgt, const float* __restrict__ bia, float* __restrict__ y,
-    float* __restrict__ ws, unsigned* __restrict__ cnt, int lag) {
-  extern __shared__ float4 smem4[];
-  float* ring = reinterpret_cast<float*>(smem4);
-  __shared__ __align__(8) unsigned long long full[RING], empty[RING];
-  __shared__ float red[REDS][2][W];
-  __shared__ unsigned redcnt[REDS];
-  const long long NT = (long long)ROWS * TP;
-  const int NB = gridDim.x, b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const long long steps = (NT - b + NB - 1) / NB;
-  float* stats = ws + (long long)ROWS * NB * 2;
-  unsigned* ready = cnt + ROWS;
-  if (tid == 0) {
-    for (int q = 0; q < RING; ++q) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(su32(&full[q])) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(su32(&empty[q])), "r"(W) : "memory");
-    }
-    for (int q = 0; q < REDS; ++q) redcnt[q] = 0;
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (warp == W) {  // the producer
-    if (lane == 0) {
-      for (long long q = 0; q < steps; ++q) {
-        const int slot = (int)(q % RING);
-        if (q >= RING) mbar_wait(&empty[slot], (unsigned)(((q / RING) - 1) & 1));
-        const long long t = b + q * NB, r = t / TP; const int off = (int)(t - r * TP) * TILE;
-        const unsigned bytes = 4u * (unsigned)min(TILE, ROW_LEN - off);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(su32(&full[slot])), "r"(bytes) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     :: "r"(su32(ring + slot * TILE)), "l"(x + r * ROW_LEN + off), "r"(bytes), "r"(su32(&full[slot])) : "memory");
-      }
-    }
-    return;
-  }
-  float s1 = 0.f, s2 = 0.f, sh = 0.f;
-  long long srow = -1, orow = -1;
-  int rowseq = 0;
-  float mean = 0.f, rstd = 0.f;
-  for (long long k = 0; k < steps + lag; ++k) {
-    const long long ko = k - lag;
-    if (k < steps) {
-      const long long ts = b + k * NB, rs = ts / TP; const int os = (int)(ts - rs * TP) * TILE;
-      if (rs != srow) { srow = rs; sh = __ldg(x + rs * ROW_LEN); s1 = 0.f; s2 = 0.f; }
-      mbar_wait(&full[k % RING], (unsigned)((k / RING) & 1));
-      const float* tile = ring + (k % RING) * TILE;
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = (u * THREADS + tid) * 4;
-        if (os + j < ROW_LEN) {
-          const float4 v = *reinterpret_cast<const float4*>(tile + j);
-          float d;
-          d = v.x - sh; s1 += d; s2 = fmaf(d, d, s2); d = v.y - sh; s1 += d; s2 = fmaf(d, d, s2);
-          d = v.z - sh; s1 += d; s2 = fmaf(d, d, s2); d = v.w - sh; s1 += d; s2 = fmaf(d, d, s2);
-        }
-      }
-      const long long tn = ts + NB;
-      if (!NOSTAT && (tn >= NT || tn / TP != rs)) {  // this block's last tile of the row
-        float a = s1, c = s2;
-        #pragma unroll
-        for (int q = 16; q > 0; q >>= 1) { a += __shfl_xor_sync(~0u, a, q); c += __shfl_xor_sync(~0u, c, q); }
-        const int rb = rowseq++ % REDS;
-        unsigned lastw = 0;
-        if (lane == 0) {
-          red[rb][0][warp] = a; red[rb][1][warp] = c;
-          __threadfence_block();
-          lastw = atomicAdd(&redcnt[rb], 1u) == W - 1;
-        }
-        lastw = __shfl_sync(~0u, lastw, 0);
-        if (lastw) {
-          __threadfence_block();
-          unsigned lastb = 0;
-          if (lane == 0) {
-            float A = 0.f, B = 0.f;
-            for (int q = 0; q < W; ++q) { A += red[rb][0][q]; B += red[rb][1][q]; }
-            redcnt[rb] = 0;
-            ws[(rs * NB + b) * 2] = A; ws[(rs * NB + b) * 2 + 1] = B;
-            __threadfence();
-            const unsigned need = TP < NB ? TP : NB;
-            lastb = atomicAdd(&cnt[rs], 1u) == need - 1;
-          }
-          lastb = __shfl_sync(~0u, lastb, 0);
-          if (lastb) {  // the row's last block adds every block's sums, in the blocks' order
-            __threadfence();
-            float A = 0.f, B = 0.f;
-            for (int q = lane; q < NB; q += 32) {
-              const long long rel = ((q - rs * TP) % NB + NB) % NB;
-              if (rel < TP) { A += __ldcg(ws + (rs * NB + q) * 2); B += __ldcg(ws + (rs * NB + q) * 2 + 1); }
-            }
-            #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) { A += __shfl_xor_sync(~0u, A, o); B += __shfl_xor_sync(~0u, B, o); }
-            if (lane == 0) {
-              const float m = A / ROW_LEN;
-              stats[rs * 2] = sh + m;
-              stats[rs * 2 + 1] = rsqrtf(fmaxf(B / ROW_LEN - m * m, 0.f) + 1e-5f);
-              __threadfence();
-              asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(ready + rs), "r"(1u) : "memory");
-            }
-          }
-        }
-      }
-    }
-    if (ko >= 0 && ko < steps) {
-      const long long to = b + ko * NB, ro = to / TP; const int oo = (int)(to - ro * TP) * TILE;
-      if (ro != orow && !NOWAIT) {
-        orow = ro;
-        if (lane == 0) while (ld_acquire(ready + ro) == 0) {}
-        __syncwarp();
-        mean = __ldcg(stats + ro * 2); rstd = __ldcg(stats + ro * 2 + 1);
-      }
-      const float* tile = ring + (ko % RING) * TILE;
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = (u * THREADS + tid) * 4;
-        if (oo + j < ROW_LEN) {
-          const int ch = (int)(ro % GROUPS) * CPG + (oo + j) / HW;
-          const float g = __ldg(wgt + ch) * rstd, bo = __ldg(bia + ch) - mean * g;
-          float4 r = *reinterpret_cast<const float4*>(tile + j);
-          r.x = fmaf(r.x, g, bo); r.y = fmaf(r.y, g, bo); r.z = fmaf(r.z, g, bo); r.w = fmaf(r.w, g, bo);
-          st_out(y + ro * ROW_LEN + oo + j, r);
-        }
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[ko % RING]);
-    }
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS + 64, BPS) lagws2(const float* __restrict__ x,
-    const float* __restrict__ wgt, const float* __restrict__ bia, float* __restrict__ y,
-    float* __restrict__ ws, unsigned* __restrict__ cnt, int lag) {
-  extern __shared__ float4 smem4[];
-  float* ring = reinterpret_cast<float*>(smem4);
-  __shared__ __align__(8) unsigned long long full[RING], empty[RING];
-  __shared__ float red[REDS][2][W];
-  __shared__ __align__(8) unsigned long long fullred[REDS];
-  const long long NT = (long long)ROWS * TP;
-  const int NB = gridDim.x, b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const long long steps = (NT - b + NB - 1) / NB;
-  float* stats = ws + (long long)ROWS * NB * 2;
-  unsigned* ready = cnt + ROWS;
-  if (tid == 0) {
-    for (int q = 0; q < RING; ++q) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(su32(&full[q])) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(su32(&empty[q])), "r"(W) : "memory");
-    }
-    for (int q = 0; q < REDS; ++q) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(su32(&fullred[q])), "r"(W) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (warp == W) {  // the producer
-    if (lane == 0) {
-      for (long long q = 0; q < steps; ++q) {
-        const int slot = (int)(q % RING);
-        if (q >= RING) mbar_wait(&empty[slot], (unsigned)(((q / RING) - 1) & 1));
-        const long long t = b + q * NB, r = t / TP; const int off = (int)(t - r * TP) * TILE;
-        const unsigned bytes = 4u * (unsigned)min(TILE, ROW_LEN - off);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(su32(&full[slot])), "r"(bytes) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     :: "r"(su32(ring + slot * TILE)), "l"(x + r * ROW_LEN + off), "r"(bytes), "r"(su32(&full[slot])) : "memory");
-      }
-    }
-    return;
-  }
-  if (warp == W + 1) {  // the publisher: the block's sums of each row, then the row's, with no stores of its own to drain
-    int seq = 0;
-    for (long long k = 0; k < steps; ++k) {
-      const long long ts = b + k * NB, rs = ts / TP, tn = ts + NB;
-      if (!(tn >= NT || tn / TP != rs)) continue;
-      const int rb = seq % REDS;
-      mbar_wait(&fullred[rb], (unsigned)((seq / REDS) & 1));
-      ++seq;
-      unsigned lastb = 0;
-      if (lane == 0) {
-        float A = 0.f, B = 0.f;
-        for (int q = 0; q < W; ++q) { A += red[rb][0][q]; B += red[rb][1][q]; }
-        ws[(rs * NB + b) * 2] = A; ws[(rs * NB + b) * 2 + 1] = B;
-        __threadfence();
-        const unsigned need = TP < NB ? TP : NB;
-        lastb = atomicAdd(&cnt[rs], 1u) == need - 1;
-      }
-      lastb = __shfl_sync(~0u, lastb, 0);
-      if (lastb) {  // the row's last block adds every block's sums, in the blocks' order
-        __threadfence();
-        float A = 0.f, B = 0.f;
-        for (int q = lane; q < NB; q += 32) {
-          const long long rel = ((q - rs * TP) % NB + NB) % NB;
-          if (rel < TP) { A += __ldcg(ws + (rs * NB + q) * 2); B += __ldcg(ws + (rs * NB + q) * 2 + 1); }
-        }
-        #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) { A += __shfl_xor_sync(~0u, A, o); B += __shfl_xor_sync(~0u, B, o); }
-        if (lane == 0) {
-          const float sh = __ldg(x + rs * ROW_LEN), m = A / ROW_LEN;
-          stats[rs * 2] = sh + m;
-          stats[rs * 2 + 1] = rsqrtf(fmaxf(B / ROW_LEN - m * m, 0.f) + 1e-5f);
-          __threadfence();
-          asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(ready + rs), "r"(1u) : "memory");
-        }
-      }
-    }
-    return;
-  }
-  float s1 = 0.f, s2 = 0.f, sh = 0.f;
-  long long srow = -1, orow = -1;
-  int rowseq = 0;
-  float mean = 0.f, rstd = 0.f;
-  for (long long k = 0; k < steps + lag; ++k) {
-    const long long ko = k - lag;
-    if (k < steps) {
-      const long long ts = b + k * NB, rs = ts / TP; const int os = (int)(ts - rs * TP) * TILE;
-      if (rs != srow) { srow = rs; sh = __ldg(x + rs * ROW_LEN); s1 = 0.f; s2 = 0.f; }
-      mbar_wait(&full[k % RING], (unsigned)((k / RING) & 1));
-      const float* tile = ring + (k % RING) * TILE;
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = (u * THREADS + tid) * 4;
-        if (os + j < ROW_LEN) {
-          const float4 v = *reinterpret_cast<const float4*>(tile + j);
-          float d;
-          d = v.x - sh; s1 += d; s2 = fmaf(d, d, s2); d = v.y - sh; s1 += d; s2 = fmaf(d, d, s2);
-          d = v.z - sh; s1 += d; s2 = fmaf(d, d, s2); d = v.w - sh; s1 += d; s2 = fmaf(d, d, s2);
-        }
-      }
-      const long long tn = ts + NB;
-      if (!NOSTAT && (tn >= NT || tn / TP != rs)) {  // this block's last tile of the row
-        float a = s1, c = s2;
-        #pragma unroll
-        for (int q = 16; q > 0; q >>= 1) { a += __shfl_xor_sync(~0u, a, q); c += __shfl_xor_sync(~0u, c, q); }
-        const int rb = rowseq++ % REDS;
-        if (lane == 0) { red[rb][0][warp] = a; red[rb][1][warp] = c; mbar_arrive(&fullred[rb]); }
-      }
-    }
-    if (ko >= 0 && ko < steps) {
-      const long long to = b + ko * NB, ro = to / TP; const int oo = (int)(to - ro * TP) * TILE;
-      if (ro != orow && !NOWAIT) {
-        orow = ro;
-        if (lane == 0) while (ld_acquire(ready + ro) == 0) {}
-        __syncwarp();
-        mean = __ldcg(stats + ro * 2); rstd = __ldcg(stats + ro * 2 + 1);
-      }
-      const float* tile = ring + (ko % RING) * TILE;
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = (u * THREADS + tid) * 4;
-        if (oo + j < ROW_LEN) {
-          const int ch = (int)(ro % GROUPS) * CPG + (oo + j) / HW;
-          const float g = __ldg(wgt + ch) * rstd, bo = __ldg(bia + ch) - mean * g;
-          float4 r = *reinterpret_cast<const float4*>(tile + j);
-          r.x = fmaf(r.x, g, bo); r.y = fmaf(r.y, g, bo); r.z = fmaf(r.z, g, bo); r.w = fmaf(r.w, g, bo);
-          st_out(y + ro * ROW_LEN + oo + j, r);
-        }
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[ko % RING]);
-    }
-  }
-}
-
 // Three helper warps: the producer fills the ring; the publisher hands on the block's sums of each row; the
 // gatherer waits for each of the block's rows to be counted complete, adds the blocks' sums (in the blocks'
 // order, or reads the sums the blocks added atomically when ATOMIC) and hands mean and rstd to the consumer
@@ -808,14 +317,6 @@ extern "C" __global__ void __launch_bounds__(THREADS + 96, BPS) lagws4(const flo
 """
 
 
-def timeit(fn, n=10):
-    fn(); torch.cuda.synchronize()
-    es = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for a, b in es:
-        a.record(); fn(); b.record()
-    torch.cuda.synchronize()
-    ts = sorted(a.elapsed_time(b) for a, b in es)
-    return ts[len(ts) // 2]
 
 
 def main():
@@ -829,6 +330,8 @@ def main():
     gb = 2 * x.numel() * 4 / 1e9
     ref = torch.nn.functional.group_norm(x, groups, w, bb)
     res = []
+    # The last call's variants; earlier calls' kernels (a block-wide ring, a barrier-free ring, one helper warp)
+    # are in this file as of commit 457e160.
     variants = [dict(kernel="lagws4", threads=t, unroll=u, bps=1, ring=r, extra=e, hints=1, atomic=a)
                 for a in (0, 1)
                 for (t, u, r, es) in [(512, 4, 6, (1, 2, 3)), (768, 2, 9, (2, 3, 4)), (640, 3, 7, (2, 3, 4))]
@@ -843,7 +346,7 @@ def main():
         res.append(dict(rep=rep, label="copy", ms=copy_ms, eager_ms=eager))
         for v in variants:
             kname = v.get("kernel", "lagnorm")
-            label = ({"lagsmem": "smem_r{ring}_", "lagws": "ws_r{ring}_", "lagws2": "ws2_r{ring}_", "lagws4": "ws4_r{ring}_", "lagnorm2": "l2b_"}.get(kname, "l2_")).format(**v) + "t{threads}_u{unroll}_b{bps}_e{extra}_h{hints}".format(**v) + "".join(f"_{f}" for f in ("nowait", "nostat", "atomic") if v.get(f))
+            label = ({"lagws4": "ws4_r{ring}_"}.get(kname, "l2_")).format(**v) + "t{threads}_u{unroll}_b{bps}_e{extra}_h{hints}".format(**v) + "".join(f"_{f}" for f in ("nowait", "nostat", "atomic") if v.get(f))
             if one and label != one:
                 continue
             rec = dict(rep=rep, label=label, **v, copy_ms=copy_ms, eager_ms=eager)
@@ -853,12 +356,12 @@ def main():
                 head = "".join(f"#define {k} {val}\n" for k, val in defs.items())
                 k = load_kernel(head + SRC, kname, filename=f"lag_{label}.cu")
                 tile = v["threads"] * 4 * v["unroll"]
-                shared = 4 * tile * v.get("ring", 0) if kname not in ("lagnorm", "lagnorm2") else 0
-                block = v["threads"] + {"lagws": 32, "lagws2": 64, "lagws4": 96}.get(kname, 0)
+                shared = 4 * tile * v.get("ring", 0) if kname == "lagws4" else 0
+                block = v["threads"] + (96 if kname == "lagws4" else 0)
                 grid = min(k.resident_blocks(block, shared), 132 * v["bps"])
                 tp = -(-row_len // tile)
                 lag = -(-tp // grid) + v["extra"]
-                if kname not in ("lagnorm", "lagnorm2") and lag >= v["ring"]:
+                if kname == "lagws4" and lag >= v["ring"]:
                     raise ValueError(f"lag {lag} does not fit a ring of {v['ring']}")
                 ws = torch.empty(rows * grid * 2 + rows * 2, device="cuda")
                 cnt = torch.zeros(2 * rows, dtype=torch.int32, device="cuda")

@@ -6,6 +6,7 @@ import json, sys
 import torch
 sys.path.insert(0, ".")
 from stitch_lsp.runtime.loader import load_kernel
+from bench.probe_timing import timeit
 
 SRC = r"""
 __device__ __forceinline__ unsigned su32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -90,14 +91,6 @@ extern "C" __global__ void __cluster_dims__(T, 1, 1) __launch_bounds__(THREADS, 
 }
 """
 
-def timeit(fn, n=10):
-    fn(); torch.cuda.synchronize()
-    es = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for a, b in es:
-        a.record(); fn(); b.record()
-    torch.cuda.synchronize()
-    ts = sorted(a.elapsed_time(b) for a, b in es)
-    return ts[len(ts) // 2]
 
 def main():
     out = sys.argv[1]

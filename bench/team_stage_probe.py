@@ -7,6 +7,7 @@ import json, math, sys, time
 import torch
 sys.path.insert(0, ".")
 from stitch_lsp.runtime.loader import load_kernel
+from bench.probe_timing import timeit
 
 SRC = r"""
 __device__ __forceinline__ unsigned su32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -364,14 +365,6 @@ def build(name, *, rows, row_len, T, threads, nbuf, stat, exchange, vec, affine=
     shared = 4 * bufw * nbuf
     return k, chunk, shared, nteams
 
-def timeit(fn, n=10):
-    fn(); torch.cuda.synchronize()
-    es = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for a, b in es:
-        a.record(); fn(); b.record()
-    torch.cuda.synchronize()
-    ts = sorted(a.elapsed_time(b) for a, b in es)
-    return ts[len(ts) // 2]
 
 def main():
     out = sys.argv[1]

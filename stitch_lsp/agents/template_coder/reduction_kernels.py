@@ -18,6 +18,9 @@ Three shapes, chosen by where the rows lie and how many there are:
   pass writes each part's partial results (sums, maxima, (count, mean, M2) triples); the last
   kernel folds them into the row's values and writes the outputs, walking the parts in reverse
   so the first blocks find the last-read parts in L2.
+* Rows too long for a cluster or a team of blocks to hold, whose one pass feeds full outputs (GroupNorm over
+  groups of megabytes): ``lagged_kernels``, every SM streaming tiles and writing a tile's outputs a few steps
+  after its statistics, from a ring in shared memory.
 * Across columns (``columns`` layout: the innermost dimension is kept, as in a softmax over the
   channels of NCHW or BatchNorm over a GEMM's batch): a warp takes 32 neighbouring rows, so every
   load is coalesced, and each row's elements are split over ``split`` warps that combine their
@@ -853,10 +856,7 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
             moments[r] = (shift, origin, s1, s2)
 
         def accumulate(k: int, prefix: str, guard: str) -> None:
-            for r in rpass:
-                node = index[r]
-                how = op_table.REDUCTION_OPS[node.op]
-                _, src = reduction_dims(node, index)
+            for r, how, src in pass_sources(rpass, index):
                 acc = accs[r]
                 for v in range(self.vec):
                     ix = f"{prefix}{v}"
@@ -864,18 +864,11 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
                     pos = self.position(k, v)
                     if r in picks:
                         val = f"({pos} == {picks[r]} ? {val} : 0.f)"
-                    if r in moments:
-                        shift, _, s1, s2 = moments[r]
-                        d = em.fresh("d")
-                        em.emit(f"const float {d} = {f'{guard} ? {val} - {shift} : 0.f' if guard else f'{val} - {shift}'};")
-                        em.emit(f"{s1} += {d}; {s2} = fmaf({d}, {d}, {s2});")
-                        continue
                     if r in poss:
                         call = f"{_ARG_MERGE[how]}({acc}, {poss[r]}, {val}, (int)({pos}));"
                         em.emit(f"if ({guard}) {call}" if guard else call)
                         continue
-                    combined = _COMBINE[how].format(a=acc, b=val)
-                    em.emit(f"{acc} = {guard} ? {combined} : {acc};" if guard else f"{acc} = {combined};")
+                    fold_element(em, how, acc, val, guard, moments[r][:1] + moments[r][2:] if r in moments else None)
 
         if looped:
             self.open_loop()
@@ -1095,6 +1088,26 @@ extern "C" __global__ void {cluster}__launch_bounds__({block}{resident}) {self.n
         base = self.positions[k] if k < len(self.positions) else f"j{k}"
         pos = f"{base} + {v}" if v else base
         return f"(jbeg + {pos})" if self.split and not self.interleaved else f"({pos})"
+
+
+def pass_sources(rpass: list[str], index: dict[str, OpNode]):
+    """Each reduction of a pass with its kind (``op_table.REDUCTION_OPS``) and the node whose elements it reduces."""
+    for r in rpass:
+        node = index[r]
+        yield r, op_table.REDUCTION_OPS[node.op], reduction_dims(node, index)[1]
+
+
+def fold_element(em: Emitter, how: str, acc: str, val: str, guard: str, sums: tuple | None = None) -> None:
+    """One element into a reduction: its offset from the shift into the sums (s1, s2) where ``sums`` is
+    (shift, s1, s2) (a mean and the variance around it), else combined into ``acc``; nothing where ``guard`` fails."""
+    if sums is not None:
+        shift, s1, s2 = sums
+        d = em.fresh("d")
+        em.emit(f"const float {d} = {f'{guard} ? {val} - {shift} : 0.f' if guard else f'{val} - {shift}'};")
+        em.emit(f"{s1} += {d}; {s2} = fmaf({d}, {d}, {s2});")
+        return
+    combined = _COMBINE[how].format(a=acc, b=val)
+    em.emit(f"{acc} = {guard} ? {combined} : {acc};" if guard else f"{acc} = {combined};")
 
 
 def _reduction_emitter(w: _Writer, a: _Analysis, group: Group, index: dict[str, OpNode], indexed_rows: bool):
