@@ -37,7 +37,7 @@ from stitch_lsp.agents.template_coder.kernels import KernelSpec, _c_type, _finis
 from stitch_lsp.op_graph import OpNode
 
 # The consumer warps' threads (the block has three more warps). On an H100, KernelBench's GroupNorm ran at 94% of
-# the copy bandwidth with 896, 91% with 768 (lagged_stream_h100.md).
+# the copy bandwidth with 896, 91% with 768 (bench/results/memory_bound_h100/lag_stream_h100.md).
 LAG_THREADS = 896
 LAG_UNROLL = 2  # VEC-wide chunks a consumer thread takes of a tile (a tile: 28 KB of fp32)
 LAG_EXTRA = 4  # steps of slack beyond those a row spans: 8-12 MB of traffic on an H100
