@@ -7,7 +7,9 @@ Kernels run as tests/agents/test_template_rows_host.py runs them (a host thread 
 and shuffles emulated). ``split`` cases force every reduction along rows into three parts, so the
 partial-results kernels and the one that finishes them run at sizes a CPU takes in seconds; ``cluster``
 cases hold every row in a cluster of two blocks that exchange their totals through distributed shared
-memory (the two blocks run together on the host, each with its own shared memory).
+memory (the two blocks run together on the host, each with its own shared memory). ``team`` cases give every row
+to a team of two blocks; ``lagged`` cases stream the rows as tiles over three blocks whose warps hand tiles, sums
+and row values to one another through emulated mbarriers.
 """
 
 from __future__ import annotations
