@@ -1,7 +1,7 @@
 """Reduction kernels: a group whose reductions share one domain (``reduction_domain``), with the
 pointwise work before and after them, as one kernel (or, for a few long rows, a few).
 
-Three shapes, chosen by where the rows lie and how many there are:
+Four shapes, chosen by where the rows lie and how many there are:
 
 * Along the row (``rows`` and ``runs`` layouts: the innermost dimension is reduced): a warp or
   part of a block per row (``row_config``), threads stepping along the row's elements in 16-byte
@@ -398,6 +398,7 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
         if cluster is not None:
             return [_RowKernel(group, index, name, a, split=cluster, role="cluster").build()]
         if sm >= 90 and config is None and a.dom.layout == "rows":
+            # Imported here: lagged_kernels builds on this module's row kernel.
             from stitch_lsp.agents.template_coder.lagged_kernels import LaggedKernel, lagged_for
 
             lag = lagged_for(a, index, vec, streamed=cfg.streamed)
