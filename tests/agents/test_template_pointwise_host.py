@@ -93,13 +93,18 @@ _HEADERS: dict[str, Path] = {}
 
 
 def _header(text: str) -> Path:
-    """The shim and the kernels' preamble (the same for every kernel) as a precompiled header, built once."""
+    """The shim and the kernels' preamble (the same for every kernel) as a precompiled header, built once per test
+    process and removed when it exits (each is about 50 MB)."""
+    import atexit
     import hashlib
+    import shutil
     import tempfile
 
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
     if key not in _HEADERS:
-        path = Path(tempfile.mkdtemp(prefix="stitch_host_")) / f"preamble_{key}.h"
+        folder = tempfile.mkdtemp(prefix="stitch_host_")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        path = Path(folder) / f"preamble_{key}.h"
         path.write_text(text)
         out = subprocess.run([GXX, "-std=c++17", "-O1", "-w", f"-I{INCLUDE}", "-x", "c++-header", "-o",
                               f"{path}.gch", str(path)], capture_output=True, text=True, timeout=300)
