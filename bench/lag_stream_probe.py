@@ -9,11 +9,9 @@ import json, os, sys
 import torch
 sys.path.insert(0, ".")
 from stitch_lsp.runtime.loader import load_kernel
-from bench.probe_timing import timeit
+from bench.probe_common import CUDA_HELPERS, timeit
 
-SRC = r"""
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v; asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
+SRC = CUDA_HELPERS + r"""
 __device__ __forceinline__ float4 ld_first_pass(const float* p, unsigned long long pol) {
 #if HINTS == 1
   float4 v;
@@ -151,11 +149,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, BPS) lagnorm(const float* 
   }
 }
 
-__device__ __forceinline__ unsigned su32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  unsigned ok = 0;
-  while (!ok) asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                           : "=r"(ok) : "r"(su32(bar)), "r"(parity) : "memory"); }
 
 __device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(su32(bar)) : "memory"); }

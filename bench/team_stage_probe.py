@@ -7,31 +7,15 @@ import json, math, sys, time
 import torch
 sys.path.insert(0, ".")
 from stitch_lsp.runtime.loader import load_kernel
-from bench.probe_timing import timeit
+from bench.probe_common import CUDA_HELPERS, timeit
 
-SRC = r"""
-__device__ __forceinline__ unsigned su32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+SRC = CUDA_HELPERS + r"""
 __device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(su32(b)), "r"(n) : "memory"); }
 __device__ __forceinline__ void bulk_load(float* dst, const void* src, unsigned bytes, unsigned long long* bar) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(su32(bar)), "r"(bytes) : "memory");
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(su32(dst)), "l"(src), "r"(bytes), "r"(su32(bar)) : "memory"); }
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  unsigned ok = 0;
-  while (!ok) asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                           : "=r"(ok) : "r"(su32(bar)), "r"(parity) : "memory"); }
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v; asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-__device__ __forceinline__ float cluster_ld(const float* p, unsigned rank) {
-  unsigned local = su32(p), remote; float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory"); return v; }
-__device__ __forceinline__ void merge(float& n, float& m, float& q, float nb, float mb, float qb) {
-  const float t = n + nb; if (t == 0.f) return;
-  const float d = mb - m, f = nb / t; m = m + d * f; q = q + qb + d * d * n * f; n = t; }
 
 extern "C" __global__ void CLUSTER __launch_bounds__(THREADS, 1) probe(const float* __restrict__ x,
     const float* __restrict__ wgt, const float* __restrict__ bia, float* __restrict__ y,
