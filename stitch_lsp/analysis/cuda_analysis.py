@@ -35,6 +35,7 @@ from collections import OrderedDict, deque
 import attrs
 from tree_sitter import Node, Tree
 
+from stitch_lsp.analysis import budget
 from stitch_lsp.analysis import rules as rule_registry
 from stitch_lsp.analysis.cuda_consts import Constants
 from stitch_lsp.analysis.cuda_declarations import function_header, kernel_info
@@ -77,10 +78,35 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
     return tuple(sorted(found))
 
 
+def _longest_line(src: bytes, node: Node) -> int:
+    """The 0-based row of the longest line of ``node``'s text (where a budget is spent)."""
+    lines = src[node.start_byte:node.end_byte].split(b"\n")
+    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+    return node.start_point.row + longest
+
+
+def _over_budget(src: bytes, cols: Columns, u: Unit, path: str, why: str) -> UnitResult:
+    """The signature of a function the rules did not finish (or start), with a hint saying why."""
+    row = u.unit.start_point.row
+    try:
+        k = kernel_info(src, cols, u.fn, u.unit, parse_ok=True, is_template=u.unit is not u.fn)
+    except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
+        k = None
+    if k is None:
+        return UnitResult(row, None, (), (), (), ())
+    note = Finding(path=path, range=k.name_range, severity=Severity.HINT, code="budget", message=why,
+                   source="stitch")
+    return UnitResult(row, k, (), (), (), (note,))
+
+
 def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
                   conditional: tuple[tuple[int, int], ...] = ()) -> UnitResult:
     try:
         return _analyze_function(src, cols, consts, u, path, conditional)
+    except budget.OverBudget as stop:
+        line = (stop.row if stop.row is not None else _longest_line(src, u.unit)) + 1
+        return _over_budget(src, cols, u, path, f"Static rules stopped at line {line}: expression too large "
+                                                "(nvcc still checks it on save)")
     except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
         # Pathological input (an expression nested thousands deep) or a bug: this function
         # contributes nothing rather than taking the whole file's analysis down, and says so.
@@ -149,9 +175,12 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
     )
     findings: list[Finding] = []
     for rule in rule_registry.FUNCTION_RULES:
+        budget.check()
         out = Emitter(facts, path, rule.meta)
         try:
             rule.check(facts, out)
+        except budget.OverBudget:
+            raise
         except Exception:  # one rule's bug must not take the analysis down
             log.exception("rule %s failed on %s in %s", rule.meta.code, facts.name, path or "<text>")
             continue
@@ -374,6 +403,10 @@ class CudaAnalyzer:
                tuple((a - node.start_byte, b - node.start_byte) for a, b in inside))
         hit = cache.get(key)
         row = node.start_point.row
+        if hit is None and budget.spent():
+            # Not analysed at all: keyed so that the next version analyses it again.
+            why = "Static rules stopped before this function: the file's analysis time budget was spent above"
+            return ("over budget", id(node), row), _over_budget(src, cols, u, self.path, why)
         if hit is None:
             hit = _analyze_unit(src, cols, consts, u, self.path, inside)
         elif hit.row != row:
@@ -381,6 +414,11 @@ class CudaAnalyzer:
         return key, hit
 
     def _file_findings(self, view: FileView) -> list[Finding]:
+        # File rules read only the functions' results: cheap, and never cut short.
+        with budget.budget(None):
+            return self._file_rule_findings(view)
+
+    def _file_rule_findings(self, view: FileView) -> list[Finding]:
         out: list[Finding] = []
         for rule in rule_registry.FILE_RULES:
             inputs = tuple(getattr(view, name) for name in rule.uses)
@@ -440,9 +478,13 @@ def warm_up() -> None:
     CudaAnalyzer("").analyze("__global__ void warm_up(float* y) { y[threadIdx.x] = 0.0f; }")
 
 
-def analyze_cuda(text: str, path: str = "") -> CudaAnalysis:
-    """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can."""
-    return analyzer_for(path).analyze(text)
+def analyze_cuda(text: str, path: str = "", budget_s: float | None = None) -> CudaAnalysis:
+    """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can.
+
+    With ``budget_s``, functions still unanalysed after that many seconds get a hint instead
+    of findings (``analysis.budget``)."""
+    with budget.budget(budget_s):
+        return analyzer_for(path).analyze(text)
 
 
 def kernel_at(analysis: CudaAnalysis, position: Position) -> KernelInfo | None:
