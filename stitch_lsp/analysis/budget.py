@@ -23,7 +23,7 @@ _state = threading.local()
 # Deeper than this (an expression of tens of thousands of chained operators), tree-sitter's query
 # cursor stops working (its states count depth in 16 bits: matches go missing, and matching turns
 # quadratic); such a function is not analysed.
-MAX_DEPTH = 20_000
+MAX_DEPTH = 60_000
 
 
 class OverBudget(Exception):
