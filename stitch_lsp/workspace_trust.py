@@ -25,9 +25,17 @@ SAFE = "safe"  # taken as it is
 USER_ONLY = "user-only"  # never taken from the workspace
 CHECKED = "checked"  # taken where the value passes a check (below), else dropped
 
+# Every setting that names a program to run, or can make one run (flags that choose the host
+# compiler, environment variables such as PATH or LD_PRELOAD). The screen and the tests read this
+# one list: a setting added here is screened and attacked by tests/security at once.
+PROGRAM_SETTINGS: tuple[str, ...] = ("nvcc_path", "python", "record_command", "extra_env", "extra_flags")
+
 CLASSIFICATION: dict[str, tuple[str, str]] = {
     "nvcc_path": (USER_ONLY, "names the compiler program that runs on every save"),
     "python": (USER_ONLY, "names the interpreter that runs workers and the shape recorder"),
+    "record_command": (USER_ONLY, "names the program `stitch record` runs"),
+    "extra_env": (USER_ONLY, "environment variables for the programs Stitch starts (PATH, LD_PRELOAD and "
+                             "the like choose which code runs)"),
     "extra_flags": (CHECKED, "flags that pick programs (-ccbin), pass options to them (-Xcompiler -fplugin=...), "
                              "run what was built (-run), read more flags (--options-file) or write files "
                              "(-o, -MF, --keep-dir) are dropped; a list of known-harmless flags stays"),
@@ -75,6 +83,8 @@ class Ignored:
 SHORT_REASONS = {
     "nvcc_path": "names a program",
     "python": "names a program",
+    "record_command": "names a program",
+    "extra_env": "environment for programs",
     "extra_flags": "flags that choose, drive or load programs, or write files",
     "include_paths": "outside the workspace",
     "kernels_dir": "outside the workspace",
@@ -249,7 +259,8 @@ def screen(raw: dict[str, Any], root: Path | None, source: str) -> tuple[dict[st
         ignored.append(Ignored(key, shown if len(shown) <= 160 else shown[:157] + "...", source, reason))
 
     for key, value in raw.items():
-        kind, reason = CLASSIFICATION.get(key, (SAFE, ""))
+        # A key without a place in the list is not a setting anyone reviewed: never taken.
+        kind, reason = CLASSIFICATION.get(key, (USER_ONLY, "not a setting a workspace may set"))
         if kind == SAFE or value is None:
             kept[key] = value
         elif kind == USER_ONLY:
@@ -281,5 +292,5 @@ def screen(raw: dict[str, Any], root: Path | None, source: str) -> tuple[dict[st
             else:
                 drop(key, value, "not a GPU architecture name")
         else:
-            kept[key] = value  # ill-typed: the settings merge reports it
+            drop(key, value, "not a value of the kind this setting takes")
     return kept, ignored
