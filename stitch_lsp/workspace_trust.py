@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterable
 
 from attrs import frozen
 
+from stitch_lsp.nvcc_options import takes_value
+
 # How a workspace's value of each setting is treated while untrusted.
 SAFE = "safe"  # taken as it is
 USER_ONLY = "user-only"  # never taken from the workspace
@@ -124,12 +126,12 @@ _SAFE_FLAG_PATTERNS = [re.compile(p) for p in (
     r"-{1,2}expt-relaxed-constexpr", r"-{1,2}expt-extended-lambda", r"-{1,2}extended-lambda",
     r"-{1,2}restrict", r"-src-in-ptx", r"--source-in-ptx", r"-{1,2}extra-device-vectorization",
     r"-rdc=(true|false)", r"--relocatable-device-code=(true|false)", r"-dc", r"-dw", r"-dlto", r"-lto",
-    r"-{1,2}W(no-)?[\w-]+", r"-{1,2}Werror(=[\w,-]+)?", r"-err-no", r"--display-error-number",
+    r"-{1,2}W(no-)?[\w-]+", r"-{1,2}Werror=[a-z][\w,-]*", r"-err-no", r"--display-error-number",
     r"-{1,2}std=c\+\+\d\d", r"-D[A-Za-z_]\w*(=[^\s]*)?", r"-U[A-Za-z_]\w*",
     r"-{1,2}(arch|gpu-architecture|code|gpu-code)=[\w,.]+",
     r"-gencode=arch=[\w,.]+", r"--generate-code=arch=[\w,.]+", r"-gencode=[\w,.=\[\]]+",
     r"-{1,2}maxrregcount=\d+", r"-{1,2}(ftz|prec-div|prec-sqrt|fmad)=(true|false)",
-    r"-{1,2}diag-(suppress|warn|error)=[\w,]+", r"-t\d+", r"--threads=\d+", r"-{1,2}default-stream=(legacy|null|per-thread)",
+    r"-{1,2}diag-(suppress|warn|error)=[\w,]+", r"-t=?\d+", r"--threads=\d+", r"-{1,2}default-stream=(legacy|null|per-thread)",
 )]
 # ptxas options (after -Xptxas) that only report or tune.
 _SAFE_PTXAS = [re.compile(p) for p in (
@@ -139,18 +141,6 @@ _SAFE_PTXAS = [re.compile(p) for p in (
     r"-{1,2}(dlcm|dscm)=\w+", r"--def-load-cache=\w+", r"--def-store-cache=\w+",
     r"-{1,2}maxrregcount=\d+", r"-{1,2}Werror",
 )]
-# Flags whose value may be the next list item ("-Xptxas", "-v").
-_TAKES_VALUE = {
-    "-Xptxas", "--ptxas-options", "-D", "--define-macro", "-U", "--undefine-macro", "-std", "--std",
-    "-maxrregcount", "--maxrregcount", "-I", "--include-path", "-arch", "--gpu-architecture", "-code",
-    "--gpu-code", "-gencode", "--generate-code", "-t", "--threads",
-    # Never safe, but their value must go with them.
-    "-ccbin", "--compiler-bindir", "-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options",
-    "-Xnvlink", "--nvlink-options", "-Xarchive", "--archive-options", "-Xcudafe", "-Xfatbin",
-    "--fatbin-options", "-o", "--output-file", "-odir", "--output-directory", "-MF", "--dependency-output",
-    "--keep-dir", "-optf", "--options-file", "--run-args", "-run-args", "-include", "--pre-include",
-    "-l", "--library", "-L", "--library-path", "-isystem", "--system-include",
-}
 _REASONS = [
     (("-ccbin", "--compiler-bindir"), "chooses the host compiler program"),
     (("-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xnvlink", "--nvlink-options",
@@ -208,7 +198,9 @@ def screen_flags(flags: Iterable[Any], inside: Callable[[str], bool]) -> tuple[l
     while i < len(items):
         flag = items[i]
         value = None
-        if flag in _TAKES_VALUE and i + 1 < len(items):
+        # Split the list as nvcc does: an option that takes a value and has none attached takes the
+        # next item, whatever it looks like (`-Werror -O3` is -Werror=-O3 to nvcc).
+        if "=" not in flag and takes_value(flag) and i + 1 < len(items):
             value = items[i + 1]
         group = [flag] if value is None else [flag, value]
         if _flag_safe(flag, value, inside):

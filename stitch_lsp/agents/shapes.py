@@ -332,7 +332,7 @@ def record(region: Region, source: str, *, python: str = "", timeout_s: float = 
     import sys as _sys
 
     from stitch_lsp.serde import from_json, to_json
-    from stitch_lsp.verify.worker_pool import worker_env
+    from stitch_lsp.child_env import worker_env
     from stitch_lsp.op_graph import RecordReply, RecordRequest
 
     request = RecordRequest(path=region.path or "<file>", source=source, class_name=region.class_name,

@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 
+from stitch_lsp.child_env import tool_env
+
 
 def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
     env = os.environ if env is None else env
@@ -17,7 +19,7 @@ def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
     if not smi:
         return []
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, env=tool_env())
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]

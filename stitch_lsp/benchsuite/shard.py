@@ -36,7 +36,9 @@ from stitch_lsp.benchsuite.results import (
 )
 from stitch_lsp.benchsuite.stage_clock import StageClock
 from stitch_lsp.benchsuite.tasks import BenchTask
+from stitch_lsp.agents.llm_key import KEYS
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent
+from stitch_lsp.child_env import ANTHROPIC_KEY, llm_worker_env
 from stitch_lsp.serde import from_dict, to_dict
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Verdict, VerdictStatus
@@ -56,6 +58,9 @@ def _child_main(argv: list[str]) -> int:
     parser.add_argument("--slot", default="")
     parser.add_argument("--options", default="{}", help="JSON keyword arguments for the backend's configure()")
     args = parser.parse_args(argv)
+    # The key (present only for an LLM Coder run) lives in memory from here: nothing this shard
+    # starts (the Verifier's worker, the candidate's code) inherits it.
+    KEYS.adopt_environment()
 
     # The protocol owns the real stdout; anything else printed (by a library, a
     # candidate, a child process) goes to stderr, which the parent logs.
@@ -183,11 +188,14 @@ class ShardWorker:
 
     # -- process management
     def _env(self) -> dict[str, str]:
-        env = dict(self.base_env)
+        # Allowlisted (child_env); the Anthropic key only for a shard whose Coder may call the API.
+        key = None
+        if self.coder != "template":
+            held = KEYS.get()
+            key = held.reveal() if held is not None else self.base_env.get(ANTHROPIC_KEY)
+        env = llm_worker_env(key, self.settings.extra_env, source=self.base_env)
         if self.device not in ("", "cpu"):
             env["CUDA_VISIBLE_DEVICES"] = self.device
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
