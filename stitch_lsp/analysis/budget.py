@@ -1,12 +1,12 @@
-"""A time budget for the static analysis of one text, so no text can stall the server.
+"""A time budget for the static analysis of each function, so no text can stall the server.
 
-``analyze_cuda(text, path, budget_s=...)`` opens a budget for its thread; the long
+``analyze_cuda(text, path, budget_s=...)`` sets the budget for its thread; the long
 loops of the analysis (the facts query, the rules, each function) ask
-``spent()`` / ``check()`` as they go. Past the deadline, or on an expression
-nested deeper than the parser's queries can take (``check_depth``), the function
-being analysed stops with ``OverBudget`` and gets a hint instead of findings
-("static rules stopped at line N: expression too large"); later functions get
-only their signatures. (tree-sitter's own query progress callback would be the
+``spent()`` / ``check()`` as they go. Each function has the budget to itself.
+Past its deadline, or on an expression nested deeper than the parser's queries can
+take (``check_depth``), the function stops with ``OverBudget`` and gets a hint
+instead of findings ("static rules stopped at line N: expression too large");
+the other functions are analysed as usual. (tree-sitter's own query progress callback would be the
 natural place to stop a long query, but py-tree-sitter 0.26 crashes with one.)
 """
 
@@ -37,7 +37,21 @@ class OverBudget(Exception):
 
 @contextlib.contextmanager
 def budget(seconds: float | None) -> Iterator[None]:
-    """Within this block, the analysis on this thread stops after ``seconds`` (None: never)."""
+    """Within this block, each function analysed on this thread (``function()``) stops after
+    ``seconds`` (None: never). Per function, so a large file of ordinary kernels is analysed in
+    full however long it takes, while no one expression can hold the analysis."""
+    previous = getattr(_state, "per_function", None)
+    _state.per_function = seconds
+    try:
+        yield
+    finally:
+        _state.per_function = previous
+
+
+@contextlib.contextmanager
+def function() -> Iterator[None]:
+    """The analysis of one function: its deadline starts now."""
+    seconds = getattr(_state, "per_function", None)
     previous = getattr(_state, "deadline", None)
     _state.deadline = None if seconds is None else time.monotonic() + max(0.0, seconds)
     try:

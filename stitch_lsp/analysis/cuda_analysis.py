@@ -86,7 +86,7 @@ def _longest_line(src: bytes, node: Node) -> int:
 
 
 def _over_budget(src: bytes, cols: Columns, u: Unit, path: str, why: str) -> UnitResult:
-    """The signature of a function the rules did not finish (or start), with a hint saying why."""
+    """The signature of a function the rules did not finish, with a hint saying why."""
     row = u.unit.start_point.row
     try:
         k = kernel_info(src, cols, u.fn, u.unit, parse_ok=True, is_template=u.unit is not u.fn)
@@ -403,22 +403,14 @@ class CudaAnalyzer:
                tuple((a - node.start_byte, b - node.start_byte) for a, b in inside))
         hit = cache.get(key)
         row = node.start_point.row
-        if hit is None and budget.spent():
-            # Not analysed at all: keyed so that the next version analyses it again.
-            why = "Static rules stopped before this function: the file's analysis time budget was spent above"
-            return ("over budget", id(node), row), _over_budget(src, cols, u, self.path, why)
         if hit is None:
-            hit = _analyze_unit(src, cols, consts, u, self.path, inside)
+            with budget.function():
+                hit = _analyze_unit(src, cols, consts, u, self.path, inside)
         elif hit.row != row:
             hit = hit.moved_to(row)
         return key, hit
 
     def _file_findings(self, view: FileView) -> list[Finding]:
-        # File rules read only the functions' results: cheap, and never cut short.
-        with budget.budget(None):
-            return self._file_rule_findings(view)
-
-    def _file_rule_findings(self, view: FileView) -> list[Finding]:
         out: list[Finding] = []
         for rule in rule_registry.FILE_RULES:
             inputs = tuple(getattr(view, name) for name in rule.uses)
@@ -481,8 +473,8 @@ def warm_up() -> None:
 def analyze_cuda(text: str, path: str = "", budget_s: float | None = None) -> CudaAnalysis:
     """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can.
 
-    With ``budget_s``, functions still unanalysed after that many seconds get a hint instead
-    of findings (``analysis.budget``)."""
+    With ``budget_s``, a function whose analysis takes longer than that gets a hint instead of
+    findings (``analysis.budget``)."""
     with budget.budget(budget_s):
         return analyzer_for(path).analyze(text)
 

@@ -36,8 +36,8 @@ WAIT_MAX_CHARS = 300_000
 # a 100,000-line kernel file is about 4 MB and is still analysed.
 MAX_ANALYSIS_CHARS = 16_000_000
 
-# Seconds the static rules may spend on one text before the functions still to do get a hint
-# instead of findings (analysis.budget): no text holds an analysis thread, or the GIL, for long.
+# Seconds the static rules may spend on one function before it gets a hint instead of findings
+# (analysis.budget): no expression holds an analysis thread, or the GIL, for long.
 ANALYSIS_BUDGET_S = 3.0
 
 # How many superseded texts one request follows before it settles for the last
