@@ -123,6 +123,8 @@ class FunctionFacts:
     mods: list[Node] = field(factory=list)
     # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
     defs: dict[str, list[Node]] = field(factory=dict)
+    # Statements the grammar could not read (cuda_repair.Skipped): each may do anything.
+    unknown: tuple = ()
     # Per-function results several rules share (e.g. the shared-memory event list).
     memo: dict[str, object] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
@@ -284,6 +286,17 @@ class FunctionFacts:
             for value in self.defs.get(name, ()):
                 todo.extend(self.refs(value) - out)
         return frozenset(out)
+
+    def unknown_names(self) -> frozenset[str]:
+        """Every name an unreadable statement mentions: it may write, call or wait on any of them."""
+        hit = self.memo.get("unknown_names")
+        if hit is None:
+            hit = self.memo["unknown_names"] = frozenset(n for s in self.unknown for n in s.names)
+        return hit
+
+    def unknown_between(self, start: int, end: int) -> bool:
+        """An unreadable statement lies in [start, end): it may be a barrier or a write."""
+        return any(s.start < end and s.end > start for s in self.unknown)
 
     def depends_on_thread(self, node: Node) -> bool:
         return any(n.startswith("threadIdx.") for n in self.closure(self.refs(node)))

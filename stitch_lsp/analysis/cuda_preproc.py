@@ -17,7 +17,9 @@ own ``#define``s (``#if 0``, ``#if USE_SHARED`` after ``#define USE_SHARED 1``,
 debug code; ``#ifdef __CUDA_ARCH__`` the device code).
 
 A few CUDA macros tree-sitter cannot parse are blanked in place too (``__align__(8)``
-before a declaration's name, ``CUDART_CB`` before a callback's name).
+before a declaration's name, ``CUDART_CB`` before a callback's name), as are ``#pragma``
+lines; attribute macros become the keywords they stand for and file-scope instantiation
+macros are blanked (``cuda_macros``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,12 @@ import re
 
 from attrs import frozen
 
+from stitch_lsp.analysis.cuda_macros import file_scope_invocations, rewrite_attributes
+
 # Unanchored (a `^` with re.M is ten times slower on a large file); `_at_line_start` checks.
 _DIRECTIVE = re.compile(rb"#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b([^\n]*)")
 _CONDITIONAL = re.compile(rb"#[ \t]*(?:if|el|endif)")
+_PRAGMA = re.compile(rb"#[ \t]*pragma\b")
 _INLINE_MACROS = re.compile(rb"\b__align__[ \t]*\([^()\n]*\)|\bCUDART_CB\b")
 _BLANK_TABLE = bytes(b if b == 10 else 32 for b in range(256))
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -136,21 +141,31 @@ def preprocess(src: bytes) -> PreprocessedView:
     """The view of ``src`` the analysis parses (see the module docstring)."""
     has_conditionals = _has_conditionals(src)
     has_macros = b"__align__" in src or b"CUDART_CB" in src
-    if not has_conditionals and not has_macros:
-        return PreprocessedView(src)
     blank: list[tuple[int, int]] = []
     conditional: list[tuple[int, int]] = []
     if has_conditionals:
         _choose_branches(src, blank, conditional)
-    if not blank and not has_macros:
-        return PreprocessedView(src, tuple(conditional))
+    if b"pragma" in src:
+        _pragmas(src, blank)
+    blank.extend(file_scope_invocations(src))
     out = bytearray(src)
+    rewritten = rewrite_attributes(src, out)
+    if not blank and not has_macros and not rewritten:
+        return PreprocessedView(src, tuple(conditional))
     for a, b in blank:
         out[a:b] = src[a:b].translate(_BLANK_TABLE)
     if has_macros:
         for m in _INLINE_MACROS.finditer(src):
             out[m.start():m.end()] = b" " * (m.end() - m.start())
     return PreprocessedView(bytes(out), tuple(conditional))
+
+
+def _pragmas(src: bytes, blank: list[tuple[int, int]]) -> None:
+    """`#pragma` lines (`#pragma unroll` between a `for (...)` and its body is not C++ tree-sitter
+    can read; no rule needs a pragma)."""
+    for m in _PRAGMA.finditer(src):
+        if _at_line_start(src, m.start()):
+            blank.append((src.rfind(b"\n", 0, m.start()) + 1, _line_end(src, m.start())))
 
 
 def _choose_branches(src: bytes, blank: list[tuple[int, int]], conditional: list[tuple[int, int]]) -> None:
