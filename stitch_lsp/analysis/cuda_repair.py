@@ -201,8 +201,14 @@ def repair_function(src: bytes, unit: Node, fn: Node) -> Repaired | None:
     buf = bytearray(src)
     skipped: list[Skipped] = []
     modelled: list[str] = []
-    cur_unit, cur_fn = unit, fn
-    tree = None
+    # The function parsed on its own: its error recovery (and so the result) depends on its
+    # text only, as the per-function cache assumes, not on what the rest of the file was.
+    tree, cur_unit = _parse_unit(src, unit)
+    if cur_unit is None:
+        return None
+    cur_fn = _inner_function(cur_unit)
+    if cur_fn is None:
+        return None
     for _ in range(MAX_ROUNDS):
         body = cur_fn.child_by_field_name("body")
         if body is None:
@@ -270,7 +276,8 @@ def function_name(src: bytes, fn: Node) -> str:
 def skipped_note(path: str, cols, s: Skipped, kind: str, owner: str) -> Finding:
     """The hint an unreadable statement gets: what was skipped, where, and that the code may be fine."""
     start, end = cols.at_byte(s.start), cols.at_byte(s.end)
-    lines = f"line {start.line + 1}" if start.line == end.line else f"lines {start.line + 1}-{end.line + 1}"
+    # No line number in the text (cached results move with the function): the range says where.
+    lines = "one line" if start.line == end.line else f"{end.line - start.line + 1} lines"
     return Finding(
         path=path, range=Range(start, end), severity=Severity.HINT, code="parse",
         message=(f"Static rules skipped `{s.text}` ({lines}) in {kind} `{owner}`: tree-sitter's CUDA grammar "
