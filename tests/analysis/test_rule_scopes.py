@@ -102,3 +102,18 @@ def test_pragma_between_a_loop_and_its_body():
 """
     a = CudaAnalyzer("pragma.cu").analyze(src)
     assert a.parse_ok and all(k.parse_ok for k in a.kernels)
+
+
+def test_amd_only_branch_is_not_the_one_analysed():
+    src = """__device__ float reduce(float v) {
+#if USE_ROCM
+  return v + __shfl_xor(v, 16, 32);
+#else
+  return v + __shfl_xor_sync(0xffffffff, v, 16, 32);
+#endif
+}
+"""
+    a = CudaAnalyzer("hip.cu").analyze(src)
+    assert [f.code for f in a.findings if f.code == "STC011"] == []
+    assert [f.code for f in CudaAnalyzer("hip2.cu").analyze(src.replace("USE_ROCM", "USE_LEGACY")).findings
+            if f.code == "STC011"] == ["STC011"]
