@@ -13,9 +13,9 @@ barrier, it may write through any pointer it names: see ``FunctionFacts.unknown`
 
 Two shapes are not blanked but modelled:
 
-* a macro called as a statement with a block argument, ``DISPATCH(t, T, { body; });``:
-  the macro name and its other arguments are blanked and the block stays, so its body
-  is analysed;
+* a macro called as a statement with a block or statement argument,
+  ``DISPATCH(t, T, { body; });`` or ``DISPATCH(t, "name", kernel<<<g, b>>>(x);)``: the macro
+  name and its other arguments are blanked and the code argument stays, so it is analysed;
 * a call statement without its ``;`` (``C10_CUDA_KERNEL_LAUNCH_CHECK()`` at the end of a
   line: the macro supplies it): the tree is already right, nothing is lost.
 
@@ -69,7 +69,7 @@ class Repaired:
     fn: Node
     unit: Node
     skipped: tuple[Skipped, ...]
-    # Macro calls whose block argument was kept (`DISPATCH(..., { ... })`): names, for the hint.
+    # Macro calls whose code argument was kept (`DISPATCH(..., { ... })`): their names.
     modelled: tuple[str, ...] = ()
 
 
@@ -142,37 +142,53 @@ def _fill(buf: bytearray, start: int, end: int) -> None:
             buf[first] = ord(";")
 
 
-def _block_argument(src: bytes, stmt: Node) -> tuple[int, int] | None:
-    """For `NAME(args..., { block })`: the block's byte span, else None."""
+_STATEMENT_START = re.compile(rb"\s*(?:\{|[A-Za-z_][\w:]*\s*(?:<[^;{}()]*>\s*)?(?:<<<|\(|=|[+*/-]=|\+\+|--|[A-Za-z_&*]))")
+
+
+def _kept_argument(src: bytes, stmt: Node) -> tuple[int, int] | None:
+    """For a macro called as a statement whose last argument is code (`NAME(args..., { block })`,
+    `DISPATCH(t, "name", kernel<<<g, b>>>(x);)`): that argument's byte span, else None."""
     text = src[stmt.start_byte:stmt.end_byte]
     m = _MACRO_CALL.match(text)
     if m is None:
         return None
     depth, i, n = 0, m.end(), len(text)
-    open_at = None
+    commas: list[int] = []
     while i < n:
-        c = text[i]
-        if c in b"([":
+        if text.startswith(b"<<<", i):
             depth += 1
-        elif c in b")]":
+            i += 3
+            continue
+        if text.startswith(b">>>", i):
+            depth -= 1
+            i += 3
+            continue
+        c = text[i]
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
             if depth == 0:
                 break
             depth -= 1
-        elif c == ord("{") and depth == 0 and open_at is None:
-            open_at = i
-            level = 0
-            while i < n:
-                if text[i] == ord("{"):
-                    level += 1
-                elif text[i] == ord("}"):
-                    level -= 1
-                    if level == 0:
-                        break
-                i += 1
-            if i >= n:
-                return None
-            return stmt.start_byte + open_at, stmt.start_byte + i + 1
+        elif c == ord(",") and depth == 0:
+            commas.append(i)
+        elif c == ord('"'):
+            close = text.find(b'"', i + 1)
+            i = close if close > 0 else n
         i += 1
+    if i >= n or not commas:
+        return None
+    close = i  # the macro's `)`
+    for comma in commas:
+        if _STATEMENT_START.match(text, comma + 1) is None:
+            continue
+        arg = text[comma + 1:close].strip()
+        if arg.startswith(b"{") and not arg.endswith(b"}"):
+            continue
+        if not arg.startswith(b"{") and b";" not in arg and b"<<<" not in arg:
+            continue  # an expression argument, not code
+        lead = len(text[comma + 1:close]) - len(text[comma + 1:close].lstrip())
+        return stmt.start_byte + comma + 1 + lead, stmt.start_byte + close
     return None
 
 
@@ -245,7 +261,7 @@ def repair_function(src: bytes, unit: Node, fn: Node) -> Repaired | None:
             merged.append(s)
         snapshot = bytes(buf)
         for start, end, stmt in merged:
-            block = _block_argument(snapshot, stmt) if stmt.type in ("expression_statement", "ERROR") else None
+            block = _kept_argument(snapshot, stmt) if stmt.type in ("expression_statement", "ERROR") else None
             if block is not None and end - start > 0:
                 name = _MACRO_CALL.match(snapshot[start:end]).group(1).decode()
                 modelled.append(name)

@@ -117,3 +117,16 @@ def test_amd_only_branch_is_not_the_one_analysed():
     assert [f.code for f in a.findings if f.code == "STC011"] == []
     assert [f.code for f in CudaAnalyzer("hip2.cu").analyze(src.replace("USE_ROCM", "USE_LEGACY")).findings
             if f.code == "STC011"] == ["STC011"]
+
+
+def test_macro_with_a_statement_argument_keeps_the_statement():
+    src = """__global__ void k(float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 0; }
+void run(float* y, int n, int type) {
+  DISPATCH_FLOAT_AND_HALF(type, "k",
+    k<<<(n + 255) / 256, 256>>>(y, n);)
+  int m = n;
+}
+"""
+    a = CudaAnalyzer("dispatch2.cu").analyze(src)
+    assert [(l.kernel, l.range.start.line) for l in a.launches] == [("k", 3)]
+    assert not [f for f in a.findings if f.code == "parse"]  # modelled, nothing skipped
