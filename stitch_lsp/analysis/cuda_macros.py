@@ -54,9 +54,9 @@ DISPATCH_PREFIXES = ("AT_DISPATCH_", "DISPATCH_", "BOOL_SWITCH", "FP16_SWITCH", 
 _ATTRIBUTE_RE = re.compile(
     rb"\b(" + b"|".join(re.escape(k) for k in sorted(ATTRIBUTES, key=len, reverse=True)) + rb")\b"
     rb"|\b(" + b"|".join(re.escape(k) for k in ATTRIBUTE_CALLS) + rb")[ \t]*\(")
-_HINTS = (b"CUTLASS_", b"CUTE_", b"C10_", b"CUB_RUNTIME")
-# A line that starts (column 0) with `NAME(`.
-_TOP_CALL = re.compile(rb"(?:^|\n)([A-Za-z_]\w*)[ \t]*\(")
+_HINTS = re.compile(rb"CUTLASS_|CUTE_|C10_|CUB_RUNTIME")
+# A line that starts (column 0) with `NAME(` (a literal first byte: the search skips fast).
+_TOP_CALL = re.compile(rb"\n([A-Za-z_]\w*)[ \t]*\(")
 _DEFINED_FN = re.compile(rb"#[ \t]*define[ \t]+([A-Za-z_]\w*)\(")
 _CAPITALS = re.compile(rb"[A-Z][A-Z0-9_]*[A-Z0-9]")
 # What may follow an attribute macro on the next line (then the line is not an instantiation).
@@ -66,7 +66,7 @@ _DECL_START = re.compile(rb"[ \t]*(?:__global__|__device__|__host__|__forceinlin
 
 def rewrite_attributes(src: bytes, out: bytearray) -> bool:
     """Attribute macros rewritten in ``out`` (same length); whether any was found."""
-    if not any(h in src for h in _HINTS):
+    if _HINTS.search(src) is None:
         return False
     found = False
     for m in _ATTRIBUTE_RE.finditer(src):
@@ -107,7 +107,7 @@ def file_scope_invocations(src: bytes) -> list[tuple[int, int]]:
     """Byte spans of file-scope macro calls written without a `;` (instantiation macros)."""
     spans: list[tuple[int, int]] = []
     defined = None
-    for m in _TOP_CALL.finditer(src):
+    for m in _TOP_CALL.finditer(b"\n" + src):  # (one byte ahead: offsets are shifted back below)
         name = m.group(1)
         if name in ATTRIBUTES or name in ATTRIBUTE_CALLS or name.startswith(b"__"):
             continue
@@ -115,8 +115,8 @@ def file_scope_invocations(src: bytes) -> list[tuple[int, int]]:
             defined = set(_DEFINED_FN.findall(src))
         if name not in defined and _CAPITALS.fullmatch(name) is None:
             continue
-        start = m.start(1)
-        end = _balanced_end(src, m.end() - 1)
+        start = m.start(1) - 1
+        end = _balanced_end(src, m.end() - 2)
         if end < 0:
             continue
         line_end = src.find(b"\n", end)
