@@ -107,7 +107,9 @@ def trace(task: Task, settings: Settings, *, verifier: Any = None, cancel: Cance
 def _verify(task: Task, candidate: Candidate, verifier: Any, cancel, report) -> Verdict:
     from stitch_lsp.verify.service import VerifyOptions  # the Verifier's own module
 
-    return verifier.verify(task.source, candidate, VerifyOptions(), cancel=cancel, report=report)
+    settings = getattr(verifier, "settings", None)
+    options = VerifyOptions(compile_mode=getattr(settings, "compile_mode", "default"))
+    return verifier.verify(task.source, candidate, options, cancel=cancel, report=report)
 
 
 def _speedups(verdict: Verdict) -> str:
@@ -216,7 +218,8 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         if verifier is not None and callable(getattr(writer, "run", None)):
             from stitch_lsp.verify.service import VerifyOptions
 
-            refined = writer.run(task, plan, verifier=verifier, verify_options=VerifyOptions(), cancel=cancel,
+            refined = writer.run(task, plan, verifier=verifier,
+                                 verify_options=VerifyOptions(compile_mode=settings.compile_mode), cancel=cancel,
                                  report=report)
             candidate = refined.candidate or refined.kept
         else:

@@ -43,9 +43,13 @@ class WorkerSpec:
     profile: str = "all"
     sanitize: bool = False
     task_timeout_s: float = 900.0
+    no_cache: bool = False  # measure again: no verdict cache, no reused torch.compile baseline
 
     def backend_options(self, workdir: Path) -> dict[str, Any]:
-        return {"workdir": str(workdir), "profile": self.profile, "sanitize": self.sanitize}
+        options: dict[str, Any] = {"workdir": str(workdir), "profile": self.profile, "sanitize": self.sanitize}
+        if self.no_cache:
+            options["no_cache"] = True
+        return options
 
 
 class Executor(Protocol):

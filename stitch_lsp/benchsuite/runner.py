@@ -57,13 +57,15 @@ class _State:
     sanitize: bool = False
     verifier: Any = None
     copy_gbs: float | None = None  # this GPU's, once measured
+    no_cache: bool = False
 
 
 _state = _State()
 
 
-def configure(workdir: str = "", profile: str | bool = "all", sanitize: bool = False) -> None:
+def configure(workdir: str = "", profile: str | bool = "all", sanitize: bool = False, no_cache: bool = False) -> None:
     """Called once by the shard with the run's choices, before any task."""
+    _state.no_cache = no_cache
     if workdir:
         _state.workdir = Path(workdir)
     _state.profile = {True: "all", False: "none"}.get(profile, profile) if isinstance(profile, bool) else profile
@@ -106,10 +108,11 @@ class OptionsVerifier:
     correct candidates that miss a goal (a fraction of the cost of profiling everything).
     """
 
-    def __init__(self, inner: Any, *, profile: str = "all", sanitize: bool = False) -> None:
+    def __init__(self, inner: Any, *, profile: str = "all", sanitize: bool = False, no_cache: bool = False) -> None:
         self._inner = inner
         self.profile_mode = profile
         self.sanitize = sanitize
+        self.no_cache = no_cache
         self.task: BenchTask | None = None  # the task being run, for the goals
         self.copy_gbs: float | None = None
 
@@ -117,6 +120,8 @@ class OptionsVerifier:
         from stitch_lsp.verify.options import VerifyOptions
 
         options = attrs.evolve(options or VerifyOptions(), profile=self.profile_mode == "all", sanitize=self.sanitize)
+        if self.no_cache:
+            options = attrs.evolve(options, use_cache=False)
         verdict = self._inner.verify(reference_source, candidate, options, **kwargs)
         if self.profile_mode == "misses" and misses_goal(verdict, self.task, self.copy_gbs):
             if library_bound(candidate):
@@ -151,7 +156,7 @@ def verifier(settings: Settings) -> Any:
 
         _state.workdir.mkdir(parents=True, exist_ok=True)
         _state.verifier = OptionsVerifier(Verifier(settings, _state.workdir),
-                                          profile=_state.profile, sanitize=_state.sanitize)
+                                          profile=_state.profile, sanitize=_state.sanitize, no_cache=_state.no_cache)
     return _state.verifier
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from attrs import define, field
 
+# torch.compile modes the baseline may use. Those that capture CUDA graphs ("reduce-overhead",
+# "max-autotune") are left out: the graph's static buffers would be shared across the rotated inputs.
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+
 
 @define
 class VerifyOptions:
@@ -14,18 +18,21 @@ class VerifyOptions:
     sanitize: bool = False  # compute-sanitizer memcheck + racecheck
     timeout_s: float = 300.0
     gpu_index: int = 0
-    compile_baseline: bool = True  # torch.compile (default mode) in the timing
+    compile_baseline: bool = True  # torch.compile in the timing
+    # torch.compile's mode for that baseline: "default" or "max-autotune-no-cudagraphs" (COMPILE_MODES).
+    compile_mode: str = "default"
     # "cuda", or "cpu": a test mode that runs pure-PyTorch candidates without a GPU
     # (no CUDA kernel is exercised; the verdict says so).
     device: str = "cuda"
     second_shape: bool = True  # sizes not multiples of any block size
     rtol: float | None = None  # None: by dtype
     atol: float | None = None
-    timing_budget_s: float = 1.0  # roughly how long the interleaved timing run may take
+    timing_budget_s: float = 1.0  # the time cap of the interleaved timing rounds (they stop sooner once converged)
     # Ops the Coder left in PyTorch on purpose (Candidate.uncovered_ops): reported, not flagged.
     allowed_torch_ops: list[str] = field(factory=list)
     sanitizer_tools: list[str] = field(factory=lambda: ["memcheck", "racecheck"])
-    # Answer a repeated question (same reference, candidate, options, GPU) from the verdict cache.
+    # Answer a repeated question (same reference, candidate, options, GPU) from the verdict cache, and reuse
+    # the worker's compiled torch.compile baseline. False: measure again through every layer.
     use_cache: bool = True
     # At most this much device memory for the whole verification (None: what the GPU has free).
     # A task whose checks cannot fit ends TOO_LARGE before anything runs.
