@@ -49,15 +49,24 @@ def commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
-def gpu_name(reports: Sequence[BenchReport]) -> str:
+def gpu_name(reports: Sequence[BenchReport], run_dirs: Sequence[Path] = ()) -> str:
+    """The GPU the runs measured (the copy-bandwidth step's record, else a verdict's device)."""
     for report in reports:
         for info in report.run.gpus:
             if info.device is not None and info.device.name:
                 return info.device.name
+    for folder in run_dirs:
+        for path in sorted((Path(folder) / "details").glob("*.json")):
+            try:
+                device = (json.loads(path.read_text(encoding="utf-8")).get("verdict") or {}).get("device") or {}
+            except (OSError, ValueError):
+                continue
+            if device.get("name"):
+                return str(device["name"])
     return ""
 
 
-def collect(reports: Sequence[BenchReport]) -> dict[str, Any]:
+def collect(reports: Sequence[BenchReport], run_dirs: Sequence[Path] = ()) -> dict[str, Any]:
     """The repeat record: every task of any run, its speedups in run order (null where not correct)."""
     names: list[str] = []
     for report in reports:
@@ -73,7 +82,7 @@ def collect(reports: Sequence[BenchReport]) -> dict[str, Any]:
             eager.append(result.speedup_vs_eager if ok and valid_speedup(result.speedup_vs_eager) else None)
             compiled.append(result.speedup_vs_compile if ok and valid_speedup(result.speedup_vs_compile) else None)
         tasks.append({"name": name, "speedup_vs_eager": eager, "speedup_vs_compile": compiled})
-    return {"gpu": gpu_name(reports), "commit": commit(), "runs": len(reports), "tasks": tasks}
+    return {"gpu": gpu_name(reports, run_dirs), "commit": commit(), "runs": len(reports), "tasks": tasks}
 
 
 def render(record: dict[str, Any]) -> str:
@@ -101,14 +110,15 @@ def _r(v: float | None) -> str:
 
 def run_repeated(options: Any, n: int, run_once: Callable[[Any], BenchReport]) -> tuple[list[BenchReport], dict]:
     """Run the bench ``n`` times (``run_once(options)`` each), fresh and uncached, under RUN_DIR/repeat-K."""
-    reports = []
+    reports, dirs = [], []
     for k in range(1, n + 1):
         one = attrs.evolve(options, run_dir=Path(options.run_dir) / f"repeat-{k}", resume=False, rerun=[],
                            no_cache=True)
+        dirs.append(one.run_dir)
         reports.append(run_once(one))
         if reports[-1].run.interrupted:
             break
-    record = collect(reports)
+    record = collect(reports, dirs)
     Path(options.run_dir).mkdir(parents=True, exist_ok=True)
     (Path(options.run_dir) / REPEAT_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return reports, record
