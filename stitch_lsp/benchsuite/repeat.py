@@ -116,9 +116,10 @@ def run_repeated(options: Any, n: int, run_once: Callable[[Any], BenchReport]) -
                            no_cache=True)
         dirs.append(one.run_dir)
         reports.append(run_once(one))
+        # Written after every run: a repeat stopped part way keeps the runs it finished.
+        record = collect(reports, dirs)
+        Path(options.run_dir).mkdir(parents=True, exist_ok=True)
+        (Path(options.run_dir) / REPEAT_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         if reports[-1].run.interrupted:
             break
-    record = collect(reports, dirs)
-    Path(options.run_dir).mkdir(parents=True, exist_ok=True)
-    (Path(options.run_dir) / REPEAT_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return reports, record
