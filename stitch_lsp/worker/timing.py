@@ -37,7 +37,8 @@ MAX_CALLS_PER_ROUND = 8  # a round's queue stays far below the driver's pending-
 BLOCK_MIN_MS = 0.5
 BLOCK_MAX_MS = 400.0
 BLOCK_MARGIN = 1.6  # the spin lasts this many times the host's last enqueue time
-MAX_RETRIES = 6  # rounds run again with a longer spin before the run is called host-bound
+MAX_RETRIES = 6  # rounds in a row run again with a longer spin before the run is called host-bound
+MAX_RETRIES_TOTAL = 40
 LAUNCH_QUEUED = "queued behind a blocking kernel"
 LAUNCH_HOST_BOUND = "host-bound"  # the host could not queue a round ahead of the GPU (it synchronised)
 
@@ -59,6 +60,7 @@ class TimingRun:
     stop_reason: str = ""
     launch: str = LAUNCH_QUEUED
     retried_rounds: int = 0  # rounds run again because the host fell behind the spin
+    failed_in_a_row: int = 0
     block_ms: float = 0.0
     seconds: float = 0.0
 
@@ -83,7 +85,8 @@ def stats(values: list[float]) -> dict[str, float]:
 
 
 class _Blocker:
-    """``torch.cuda._sleep`` calibrated in milliseconds (it spins a number of SM cycles)."""
+    """``torch.cuda._sleep`` in milliseconds. It spins a number of SM cycles, and the SM clock moves (an idle
+    H200 runs at 345 MHz, a busy one at 1980): every spin's measured length recalibrates the next."""
 
     def __init__(self) -> None:
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -93,9 +96,15 @@ class _Blocker:
         b.record()
         torch.cuda.synchronize()
         self.cycles_per_ms = cycles / max(a.elapsed_time(b), 1e-3)
+        self.last_cycles = 0
 
     def block(self, ms: float) -> None:
-        torch.cuda._sleep(int(ms * self.cycles_per_ms))
+        self.last_cycles = max(1, int(ms * self.cycles_per_ms))
+        torch.cuda._sleep(self.last_cycles)
+
+    def measured(self, ms: float) -> None:
+        if ms > 0.05 and self.last_cycles:
+            self.cycles_per_ms = self.last_cycles / ms
 
 
 def run_interleaved(contenders: dict[str, Callable[[list[Any]], Any]], input_sets: list[list[Any]], *,
@@ -182,12 +191,15 @@ def _gpu_round(contenders: dict[str, Callable], order: list[str], input_sets: li
     host_ms = (time.perf_counter() - t0) * 1e3
     torch.cuda.synchronize()
     spin_ms = spin_a.elapsed_time(spin_b)
+    blocker.measured(spin_ms)
     if run.launch == LAUNCH_HOST_BOUND:
         pass
     elif host_ms >= spin_ms:
         # The GPU may have waited for the host inside a contender's events: not a GPU-time sample.
-        if run.block_ms < BLOCK_MAX_MS and run.retried_rounds < MAX_RETRIES:
-            run.retried_rounds += 1
+        run.retried_rounds += 1
+        run.failed_in_a_row += 1
+        if (run.block_ms < BLOCK_MAX_MS and run.failed_in_a_row <= MAX_RETRIES
+                and run.retried_rounds <= MAX_RETRIES_TOTAL):
             run.block_ms = min(BLOCK_MAX_MS, max(2 * run.block_ms, BLOCK_MARGIN * host_ms))
             return False
         # A contender that waits for the device (a sync, .item()) cannot be queued ahead: spinning longer
@@ -195,6 +207,7 @@ def _gpu_round(contenders: dict[str, Callable], order: list[str], input_sets: li
         run.launch = LAUNCH_HOST_BOUND
         run.block_ms = BLOCK_MIN_MS
     else:
+        run.failed_in_a_row = 0
         run.block_ms = min(BLOCK_MAX_MS, max(BLOCK_MIN_MS, BLOCK_MARGIN * host_ms, 0.8 * run.block_ms))
     for name in order:
         times = [s.elapsed_time(e) for s, e in events[name]]
