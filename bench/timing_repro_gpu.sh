@@ -42,6 +42,7 @@ sed 's/^M, N = 8192, 4096/M, N = 65536, 4096/' bench/tasks/norm_rmsnorm_fp32.py 
 sed 's/^M, N = 8192, 4096/M, N = 65536, 4096/' bench/tasks/pw_gelu_scale_fp32.py > "$T/tasks/pw_gelu_scale_fp32_m65536.py"
 grep -H -E '^(M, N|B, H, S) = ' "$T"/tasks/*.py | sed "s|$T/tasks/||"
 BENCH_S=$((DEADLINE - (SECONDS - START) - 10)); echo "bench gets $BENCH_S s"
+export STITCH_COMMIT=${COMMIT:-}
 (cd "$T" && timeout -s INT -k 8 "$BENCH_S" python3 -m stitch_lsp.cli bench tasks --coder template --repeat "$REPEAT" --no-profile --no-bandwidth \
    --task-timeout 120 --out "$T/rep" > "$OUT/bench_repeat.log" 2>&1); echo "bench exit $?"
 cp "$T/rep/repeat.json" "$OUT/repeat.json" 2>/dev/null

@@ -33,13 +33,35 @@ def spread(values: Sequence[float | None]) -> float | None:
     return max(good) / min(good) if len(good) >= 2 else None
 
 
+def check_record(record: Any) -> list[str]:
+    """What keeps ``record`` from the repeat layout tooling reads; empty when it has it exactly."""
+    problems = []
+    if not isinstance(record, dict) or set(record) != {"gpu", "commit", "runs", "tasks"}:
+        return ["want exactly the keys gpu, commit, runs, tasks"]
+    if not isinstance(record["runs"], int) or not isinstance(record["tasks"], list):
+        return ["runs is an integer and tasks a list"]
+    for t in record["tasks"]:
+        if not isinstance(t, dict) or set(t) != {"name", "speedup_vs_eager", "speedup_vs_compile"}:
+            problems.append(f"task {t!r}: want exactly name, speedup_vs_eager, speedup_vs_compile")
+            continue
+        for key in ("speedup_vs_eager", "speedup_vs_compile"):
+            if len(t[key]) != record["runs"] or not all(v is None or isinstance(v, (int, float)) for v in t[key]):
+                problems.append(f"{t['name']}: {key} wants one number (or null) per run")
+    return problems
+
+
 def median(values: Sequence[float | None]) -> float | None:
     good = [v for v in values if valid_speedup(v)]
     return statistics.median(good) if good else None
 
 
 def commit() -> str:
-    """The commit of the code that ran (its git checkout), or "unknown"."""
+    """The commit of the code that ran: ``$STITCH_COMMIT`` where the code was copied out of its checkout,
+    else its git checkout's, else "unknown"."""
+    import os
+
+    if os.environ.get("STITCH_COMMIT"):
+        return os.environ["STITCH_COMMIT"]
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,

@@ -1032,9 +1032,11 @@ class VerifyRun:
             status = VerdictStatus.CORRECT
             speed = ""
             if timing.speedup_vs_eager is not None:
-                speed = f"; {timing.speedup_vs_eager:.2f}x vs eager"
+                speed = f"; {_ratio(timing.speedup_vs_eager, timing.speedup_vs_eager_ci)} vs eager"
                 if timing.speedup_vs_compile is not None:
-                    speed += f", {timing.speedup_vs_compile:.2f}x vs torch.compile"
+                    speed += (f", {_ratio(timing.speedup_vs_compile, timing.speedup_vs_compile_ci)} vs torch.compile"
+                              f" ({timing.compile_mode})")
+                speed += " (GPU time)"
             summary = f"correct: {checks}{speed}"
             if self.accuracy.less_accurate and self.accuracy.ratio is not None:
                 summary += f"; {self.accuracy.ratio:.1f}x eager's error against float64"
@@ -1043,6 +1045,12 @@ class VerifyRun:
         if self.cpu:
             summary += " [CPU test mode]"
         return self.verdict(status, summary, correctness=correctness, timing=timing)
+
+
+def _ratio(value: float, ci: list[float] | None) -> str:
+    if not ci:
+        return f"{value:.2f}x"
+    return f"{value:.2f}x ±{max(ci[1] - value, value - ci[0], 0.0):.2f}"
 
 
 def _state_bytes(model: Any) -> int:

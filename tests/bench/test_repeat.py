@@ -60,3 +60,15 @@ def test_spread_and_collect():
     assert record["runs"] == 3
     assert record["tasks"] == [{"name": "t1", "speedup_vs_eager": [2.0, None, 2.1],
                                 "speedup_vs_compile": [1.0, None, 1.05]}]
+
+
+def test_the_recorded_h200_repro_has_the_layout_and_meets_the_bar():
+    from stitch_lsp.benchsuite.repeat import check_record
+
+    record = json.loads((REPO / "bench" / "results" / "timing_repro_h200.json").read_text())
+    assert check_record(record) == []
+    assert record["runs"] >= 5 and len(record["tasks"]) >= 10
+    for t in record["tasks"]:
+        for key in ("speedup_vs_eager", "speedup_vs_compile"):
+            assert None not in t[key] and spread(t[key]) <= 1.05, (t["name"], key, t[key])
+    assert check_record({**record, "extra": 1}) and check_record({**record, "runs": 6})
