@@ -85,10 +85,10 @@ def format_verdict(v: Verdict, candidate_label: str = "candidate") -> str:
             out.append(_stats("candidate", tm.candidate_latency))
         speed = speed_text(tm)
         if speed:
-            out.append(f"  speedup (GPU time): {speed}")
+            out.append(f"  speedup: {speed} (GPU time)")
         latency = latency_text(tm)
         if latency:
-            out.append(f"  speedup (call latency): {latency}")
+            out.append(f"  by call latency (host included): {latency}")
         out.append(f"  {measure_note(tm)}")
         if tm.clocks is not None and tm.clocks.source:
             sm = "-".join(str(v) for v in sorted(set(tm.clocks.sm_mhz))) or "?"

@@ -34,7 +34,7 @@ def test_the_issue_s_format_everywhere():
     hover = "\n".join(verdict_section(v))
     assert line in hover and "GPU time" in hover and "call latency" in hover and "mode default" in hover
     text = format_verdict(v)
-    assert f"speedup (GPU time): {line}" in text and "speedup (call latency): 1.65× ±0.05 eager" in text
+    assert f"speedup: {line} (GPU time)" in text and "by call latency (host included): 1.65× ±0.05 eager" in text
     assert line in verdict_report("k", v)
 
 
