@@ -249,7 +249,8 @@ def main() -> int:
         result["stitch_vs_do_bench_cudagraph_diff"] = (st["ratio_vs_compiled"][0]
                                                        / result["do_bench_cudagraph"]["ratio_vs_compiled"] - 1.0)
     if "ratio_vs_compiled" in result.get("cuda_bench", {}):
-        result["stitch_vs_cuda_bench_diff"] = st["ratio_vs_compiled"][0] / result["cuda_bench"]["ratio_vs_compiled"] - 1.0
+        cb_ratio = result["cuda_bench"]["ratio_vs_compiled"]
+        result["stitch_vs_cuda_bench_diff"] = st["ratio_vs_compiled"][0] / cb_ratio - 1.0
     print(json.dumps(result, indent=1))
     print(f"\n{'':28}{'eager µs':>10}{'compile µs':>12}{'kernel µs':>11}{'vs eager':>10}{'vs compile':>12}")
     for label, med, re_, rc in (

@@ -55,10 +55,11 @@ def latency_text(t: Timing) -> str | None:
 def measure_note(t: Timing) -> str:
     """Which measure the headline uses, how it converged, and the clock notes: one line."""
     words = MEASURE_WORDS.get(t.measure, t.measure)
-    parts = [f"ratios of {words}" + (f" ({t.launch})" if t.launch else ""),
-             f"95 % intervals over {t.rounds} rounds" + ("" if t.converged or not t.rounds
-                                                          else f", not within ±{100 * t.ci_target:g} % by the time cap"),
-             f"{compile_name(t.compile_mode)} mode {t.compile_mode or 'default'}"]
+    rounds = f"95 % intervals over {t.rounds} rounds"
+    if t.rounds and not t.converged:
+        rounds += f", not within ±{100 * t.ci_target:g} % by the time cap"
+    parts = [f"ratios of {words}" + (f" ({t.launch})" if t.launch else ""), rounds,
+             f"torch.compile mode {t.compile_mode or 'default'}"]
     if t.clocks is not None and t.clocks.flagged:
         parts.append("⚠ " + "; ".join(t.clocks.notes))
     return "; ".join(parts)
