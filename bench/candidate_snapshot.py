@@ -1,0 +1,110 @@
+"""Snapshot the template Coder's candidates for a set of tasks, on the CPU: what to compare across a refactor.
+
+    PYTHONPATH=. python bench/candidate_snapshot.py bench/tasks ../shared/corpora/kernelbench/level1 \\
+        ../shared/corpora/kernelbench/level2 --out /tmp/snap_before [--tiles gemm_tiles.json]
+    diff -r /tmp/snap_before /tmp/snap_after   # or compare the two MANIFEST files
+
+Each task goes through the fuse service (``fuse_task``) exactly as ``stitch fuse --no-verify`` and
+``stitch bench --coder template`` send it: plan, template Coder, the files kept under
+``.stitch/tasks/``. Only the tracing is done in this process (the service would start a worker
+process per task; the worker's own ``trace_task`` is called instead). The plan is made for a fixed
+device (an H200, so sm_90 kernels) with a fixed GEMM tile cache (``--tiles``; by default two measured entries, so both the table's
+tiles and measured ones are generated),
+and STITCH_* layout overrides are cleared, so two runs differ only by the code.
+
+Writes ``OUT/<dir>/<task>/`` with the candidate's binding module (``candidate.py``), every kernel
+source, its notes (``notes.txt``), the plan (``plan.txt``) and ``message.txt`` (the service's one line); ``OUT/MANIFEST`` holds one sha256 per file,
+sorted, so two snapshots are identical exactly when their manifests are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from stitch_lsp.agents import fuse_service  # noqa: E402
+from stitch_lsp.pipeline import Task  # noqa: E402
+from stitch_lsp.settings import Settings  # noqa: E402
+from stitch_lsp.verdict import DeviceInfo  # noqa: E402
+from stitch_lsp.worker.trace_handler import trace_task  # noqa: E402
+
+DEVICE = DeviceInfo(name="NVIDIA H200", compute_capability="9.0", sm_count=132)
+
+
+def _trace_here(task, settings, *, verifier=None, cancel=None, timeout_s=180.0):
+    return trace_task(task.source)
+
+
+def snapshot_task(path: Path, workdir: Path, out: Path) -> str:
+    source = path.read_text(encoding="utf-8")
+    task = Task(name=path.stem, source=source, origin_path=None, shape_source="get_inputs")
+    try:
+        outcome = fuse_service.fuse_task(task, Settings(), coder="template", verifier=None, workdir=workdir,
+                                         device=DEVICE, verify_library_only=True)
+    except Exception as exc:  # noqa: BLE001 - a crash is part of the snapshot too
+        outcome = None
+        message = f"crashed: {type(exc).__name__}: {exc}"
+    else:
+        message = outcome.message.replace(str(workdir), "<workdir>")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "message.txt").write_text(message + "\n", encoding="utf-8")
+    candidate = outcome.candidate if outcome is not None else None
+    if candidate is not None:
+        (out / "candidate.py").write_text(candidate.module_source, encoding="utf-8")
+        for name, text in sorted(candidate.cuda_sources.items()):
+            (out / name).write_text(text, encoding="utf-8")
+        notes = [*candidate.notes, *(f"library: {c}" for c in candidate.library_calls),
+                 *(f"blocking: {op}" for op in candidate.blocking_ops), *(f"uncovered: {op}" for op in candidate.uncovered_ops)]
+        (out / "notes.txt").write_text("".join(f"{line}\n" for line in notes), encoding="utf-8")
+    if outcome is not None and outcome.plan_text:
+        (out / "plan.txt").write_text(outcome.plan_text + "\n", encoding="utf-8")
+    return message
+
+
+def manifest(root: Path) -> str:
+    lines = []
+    for file in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "MANIFEST"):
+        lines.append(f"{hashlib.sha256(file.read_bytes()).hexdigest()}  {file.relative_to(root)}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dirs", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--tiles", type=Path, default=Path(__file__).with_name("candidate_snapshot_tiles.json"),
+                        help="the .stitch/gemm_tiles.json to plan with (default: two measured GEMM tiles of bench/tasks)")
+    args = parser.parse_args()
+    for key in [k for k in os.environ if k.startswith("STITCH_")]:
+        del os.environ[key]
+    fuse_service.trace = _trace_here
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    started = time.perf_counter()
+    count = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        if args.tiles.name:
+            (workdir / ".stitch").mkdir()
+            shutil.copy(args.tiles, workdir / ".stitch" / "gemm_tiles.json")
+        for directory in args.dirs:
+            for path in sorted(p for p in directory.glob("*.py") if p.name != "__init__.py"):
+                message = snapshot_task(path, workdir, args.out / directory.name / path.stem)
+                count += 1
+                print(f"{directory.name}/{path.stem}: {message[:120]}", flush=True)
+    (args.out / "MANIFEST").write_text(manifest(args.out), encoding="utf-8")
+    print(f"{count} tasks in {time.perf_counter() - started:.0f} s; manifest {args.out / 'MANIFEST'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
