@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from stitch_lsp.agents import fuse_service  # noqa: E402
+from stitch_lsp.fuse import service as fuse_service  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
 from stitch_lsp.settings import Settings  # noqa: E402
 from stitch_lsp.verdict import DeviceInfo  # noqa: E402

@@ -68,9 +68,9 @@ def main() -> int:
 
     import torch
 
-    from stitch_lsp.agents.template_coder import candidate_module, lower
-    from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, spec_of
-    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, TileCache, record, tune_cases
+    from stitch_lsp.coders.template import candidate_module, lower
+    from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
+    from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, record, tune_cases
     from stitch_lsp.gemm_tuning import TuneRequest
     from stitch_lsp.pipeline import Task
     from stitch_lsp.serde import to_dict

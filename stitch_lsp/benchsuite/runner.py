@@ -93,7 +93,7 @@ def misses_goal(verdict: Any, task: BenchTask | None, copy_gbs: float | None) ->
 def library_bound(candidate: Any) -> bool:
     """The candidate calls a GEMM, a convolution or attention: a compute-bound library call that the
     template Coder's kernels (its tail) cannot speed up."""
-    from stitch_lsp.agents.library_calls import library_kind
+    from stitch_lsp.plan.library_calls import library_kind
 
     calls = list(getattr(candidate, "library_calls", None) or [])
     return any(library_kind(label.split(" ")[0]) in ("gemm", "conv", "attention") for label in calls)
@@ -167,7 +167,7 @@ def pipeline_task(task: BenchTask) -> Task:
 def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToken,
              report: Reporter) -> tuple[TaskResult, TaskDetail]:
     try:
-        from stitch_lsp.agents.fuse_service import fuse_task
+        from stitch_lsp.fuse.service import fuse_task
     except ImportError as exc:
         raise RuntimeError(f"the fuse service is not available in this build ({exc})") from exc
     checker = verifier(settings)

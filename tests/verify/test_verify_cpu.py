@@ -192,7 +192,7 @@ def test_accuracy_against_float64_is_measured_beside_the_checks(verifier):
 
 
 def test_a_much_less_accurate_candidate_passes_with_a_rubric_warning(verifier):
-    from stitch_lsp.agents.rubric import apply_rubric, rubric_findings
+    from stitch_lsp.verify.rubric import apply_rubric, rubric_findings
     from stitch_lsp.findings import Severity
     from stitch_lsp.reports.kernel_card import verdict_section
     from stitch_lsp.verify.format import format_verdict
