@@ -11,7 +11,8 @@ from typing import Callable, Sequence, TextIO
 from attrs import define, field
 
 from stitch_lsp import __version__
-from stitch_lsp.benchsuite.executor import Executor, ExecutorError, WorkerSpec, make_executor
+from stitch_lsp.benchsuite.executor import Executor, ExecutorError, WorkerSpec
+from stitch_lsp.benchsuite.executors import make_executor
 from stitch_lsp.benchsuite.results import BenchReport, GpuInfo, RunInfo, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.scheduler import Worker, run_tasks
 from stitch_lsp.benchsuite.stage_clock import top_steps

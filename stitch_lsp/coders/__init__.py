@@ -1,18 +1,34 @@
 """The Coder seam: whatever writes a Candidate for a Task and its Plan.
 
 The built-in ``template`` Coder needs nothing but the Plan's traced graph. The
-``llm`` Coder (``stitch_lsp.coders.llm.coder``) plugs in here; ``auto`` tries
+``llm`` Coder (``stitch_lsp.coders.llm``) plugs in here; ``auto`` tries
 the template first and hands what it leaves uncovered to the LLM Coder when one
 is available.
+
+Stages outside ``coders/`` use only this module: the Protocol, ``make_coder``,
+and the few questions only the template Coder can answer (how a convolution's
+output is laid out, which GEMM kernels a tuning run would time, the module an
+accepted edit writes). Each imports the Coder it needs when it is called.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from stitch_lsp.coders.errors import CoderError, CoderUnavailable
 from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.settings import Settings
+
+if TYPE_CHECKING:
+    from stitch_lsp.gemm_tuning import TuneCase
+    from stitch_lsp.op_graph import OpGraph, OpNode
+    from stitch_lsp.plan.conv_layout import ConvLayout
+    from stitch_lsp.plan.fusion import Group
+    from stitch_lsp.plan.gemm_tiles import GemmOptions
+
+TEMPLATE = "stitch_lsp.coders.template"
+LLM = "stitch_lsp.coders.llm.auto"
 
 
 class Coder(Protocol):
@@ -21,26 +37,42 @@ class Coder(Protocol):
     def generate(self, task: Task, plan: Plan, feedback: str | None = None) -> Candidate: ...
 
 
-class CoderUnavailable(Exception):
-    """The asked-for Coder cannot run here (not installed, no API key, ...): the message says why."""
-
-
 def make_coder(name: str, settings: Settings) -> Coder:
     if name == "template":
-        from stitch_lsp.coders.template import TemplateCoder
-
-        return TemplateCoder()
+        return importlib.import_module(TEMPLATE).TemplateCoder()
     if name in ("llm", "auto"):
         try:
-            module = importlib.import_module("stitch_lsp.coders.llm.coder")
+            module = importlib.import_module(LLM)
         except ModuleNotFoundError as exc:
             if name == "auto":
                 return make_coder("template", settings)
             raise CoderUnavailable(f"the LLM Coder is not available: {exc}") from exc
-        factory = getattr(module, "make_coder", None)
-        if factory is None:
-            if name == "auto":
-                return make_coder("template", settings)
-            raise CoderUnavailable("stitch_lsp.coders.llm.coder has no make_coder(name, settings)")
-        return factory(name, settings)
+        return module.make_coder(name, settings)
     raise CoderUnavailable(f"unknown coder {name!r}: use template, llm or auto")
+
+
+def conv_layouts(graph: "OpGraph", groups: "list[Group]", index: "dict[str, OpNode]",
+                 channels_last: bool | None = None) -> "dict[str, ConvLayout]":
+    """Each convolution's layout as the template Coder would write it (the Planner notes it)."""
+    return importlib.import_module(f"{TEMPLATE}.conv_tail").conv_layouts(graph, groups, index, channels_last)
+
+
+def gemm_tune_cases(graph: "OpGraph", gemm: "GemmOptions") -> "list[TuneCase]":
+    """What a tuning run times: the template Coder's GEMM-family kernels of ``graph`` whose tile is not
+    measured yet, each with every candidate tile."""
+    tune = importlib.import_module(f"{TEMPLATE}.gemm_tune")
+    specs = tune.untuned_specs(graph, gemm)
+    return tune.tune_cases(specs, gemm.gpu) if specs else []
+
+
+def workspace_module(graph: "OpGraph", gemm: "GemmOptions | None", channels_last: bool | None, *,
+                     loader_import: str, func_name: str, header: str) -> str:
+    """The module an accepted edit writes into the workspace: the template Coder's kernels for ``graph``
+    (generated as the candidate was, with ``gemm`` and ``channels_last``) and the fused function."""
+    template = importlib.import_module(TEMPLATE)
+    program = template.lower(graph, gemm, channels_last=channels_last)
+    return template.edit_module(program, loader_import=loader_import, func_name=func_name, header=header)
+
+
+__all__ = ["Coder", "CoderError", "CoderUnavailable", "make_coder", "conv_layouts", "gemm_tune_cases",
+           "workspace_module"]

@@ -66,7 +66,8 @@ def _verifier(settings, root: Path, coder: str = "template", cluster: str | None
     if cluster is not None or (coder != "template" and settings.candidates_per_round > 1):
         from stitch_lsp.benchsuite import gpus
         from stitch_lsp.benchsuite.candidate_pool import CandidatePool
-        from stitch_lsp.benchsuite.executor import ExecutorError, WorkerSpec, make_executor
+        from stitch_lsp.benchsuite.executor import ExecutorError, WorkerSpec
+        from stitch_lsp.benchsuite.executors import make_executor
 
         if cluster is not None or len(gpus.visible_gpus()) > 1:
             executor = make_executor(cluster, gpus=settings.candidates_per_round)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from attrs import define, field
 
+from stitch_lsp.coders import workspace_module
 from stitch_lsp.findings import Position, Range, TextEdit
 from stitch_lsp.op_graph import OpGraph
 from stitch_lsp.pipeline import Task
@@ -50,13 +51,10 @@ def names_for(task: Task, settings: Settings) -> tuple[str, str]:
 
 def edit_files(outcome, settings: Settings, module_path: str, func_name: str, gemm=None) -> dict[str, str]:
     """``gemm``: the GemmOptions the candidate was generated with (the same kernels and tiles)."""
-    from stitch_lsp.coders.template import edit_module, lower
-
     plan = outcome.plan
-    program = lower(plan.graph, gemm, channels_last=getattr(outcome, "channels_last", None))
     package = module_path.rsplit("/", 1)[0] if "/" in module_path else ""
-    text = edit_module(
-        program,
+    text = workspace_module(
+        plan.graph, gemm, getattr(outcome, "channels_last", None),
         loader_import=loader_import(bool(package)),
         func_name=func_name,
         header=(f"Fused by Stitch from {outcome.task.origin_path}. "

@@ -16,18 +16,12 @@ from typing import Any
 
 from attrs import define, evolve, field
 
-from stitch_lsp.coders import CoderUnavailable, make_coder
-try:  # the LLM Coder needs the anthropic client; the template path must not
-    from stitch_lsp.coders.llm.coder import LlmCoderError
-except ImportError:  # pragma: no cover - anthropic missing (a GPU box with only torch, say)
-    class LlmCoderError(Exception):  # type: ignore[no-redef]
-        """Stand-in: the LLM Coder is not importable here, so it never raises."""
-from stitch_lsp.verify.rubric import RubricContext, apply_rubric, rubric_findings
+from stitch_lsp.coders import CoderError, conv_layouts, gemm_tune_cases, make_coder
 from stitch_lsp.findings import Finding
+from stitch_lsp.plan.conv_layout import uses_channels_last
+from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, mode_override, record
 from stitch_lsp.plan.planner import describe, make_plan
-from stitch_lsp.coders.template.conv_tail import uses_channels_last
-from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
-from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, mode_override, record, tune_cases
+from stitch_lsp.verify.rubric import RubricContext, apply_rubric, rubric_findings
 from stitch_lsp.gemm_tuning import TuneReply, TuneRequest
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.op_graph import TraceReply, TraceRequest
@@ -131,16 +125,12 @@ def tune_gemm_tiles(graph: Any, gemm: GemmOptions, verifier: Any, *, cancel: Can
                     report: Reporter = no_report, timeout_s: float = 600.0) -> list[str]:
     """Time every candidate tile of the graph's GEMM-family kernels on the verifier's GPU (a worker job)
     and cache the fastest; lines saying what was measured (or why nothing was)."""
-    from stitch_lsp.coders.template import lower
-
     pool = getattr(verifier, "pool", None)
     if pool is None or not hasattr(pool, "call"):
         return ["no GPU worker to tune on"]
-    specs = [spec_of(n) for n in lower(graph, gemm).graph.nodes if n.op == GEMM_OP]
-    specs = [s for s in specs if s.tile_source != "cache"]
-    if not specs:
+    cases = gemm_tune_cases(graph, gemm)
+    if not cases:
         return ["every GEMM kernel's tile is measured already"]
-    cases = tune_cases(specs, gemm.gpu)
     report(ProgressEvent("tuning", f"timing {sum(len(c.tiles) for c in cases)} tiles of {len(cases)} GEMM kernel(s)", 1))
     reply = pool.call("gemm_tune", TuneRequest(cases=cases, budget_s=timeout_s * 0.8), TuneReply, timeout_s=timeout_s,
                       cancel=cancel, report=report)
@@ -200,7 +190,7 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     if tune_gemm and verifier is not None:
         for line in tune_gemm_tiles(traced.graph, gemm, verifier, cancel=cancel, report=report):
             report(ProgressEvent("tuning", line, 12))
-    plan = make_plan(task, traced.graph, device, gemm)
+    plan = make_plan(task, traced.graph, device, gemm, layouts=conv_layouts)
     outcome.plan = plan
     outcome.plan_text = describe(plan)
     (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
@@ -221,7 +211,7 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
             candidate = refined.candidate or refined.kept
         else:
             candidate = writer.generate(task, plan, None)
-    except (CoderUnavailable, LlmCoderError) as exc:
+    except CoderError as exc:
         outcome.message = str(exc)
         return outcome
     if candidate is None:
@@ -359,7 +349,7 @@ def _layout_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None
     first, first_verdict = outcome.candidate, outcome.verdict
     report(ProgressEvent("generating", f"the convolution in channels-last: {why}; trying it in NCHW", 65))
     cancel.raise_if_cancelled()
-    plan = make_plan(task, graph, device, gemm, channels_last=False)
+    plan = make_plan(task, graph, device, gemm, channels_last=False, layouts=conv_layouts)
     writer = make_coder("template", settings)
     writer.gemm, writer.channels_last = gemm, False  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)
@@ -398,7 +388,7 @@ def _gemm_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, 
     report(ProgressEvent("generating", f"the GEMM family: {why}; trying the GEMM on cuBLAS", 60))
     cancel.raise_if_cancelled()
     cublas = evolve(gemm, mode="cublas")
-    plan = make_plan(task, graph, device, cublas)
+    plan = make_plan(task, graph, device, cublas, layouts=conv_layouts)
     writer = make_coder("template", settings)
     writer.gemm = cublas  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)

@@ -21,7 +21,7 @@ from typing import Callable
 from attrs import define, evolve, field
 
 from stitch_lsp.plan.gemm_match import GemmSpec
-from stitch_lsp.gemm_tuning import LibraryGemm, TuneCase, TuneReply, TuneTile, tile_label
+from stitch_lsp.gemm_tuning import TuneReply, tile_label
 
 Tile = list[int]  # BM, BN, BK, GROUP_M, num_warps, num_stages[, persistent programs]
 
@@ -274,29 +274,6 @@ def _lt_cannot_fuse(spec: GemmSpec) -> bool:
         kw = json.loads(ops[0].kwargs_json)
         return ops[0].op == "aten.gelu.default" and kw.get("approximate", "none") != "tanh"
     return True
-
-
-def tune_cases(specs: list[GemmSpec], gpu: str) -> list[TuneCase]:
-    """One case per distinct problem: the kernel's source and every candidate tile."""
-    from stitch_lsp.coders.template.gemm_triton import kernel_name, kernel_source, launch
-
-    cases: dict[str, TuneCase] = {}
-    for spec in specs:
-        key = problem_key(spec, gpu)
-        if key in cases:
-            continue
-        name = kernel_name(spec)
-        tiles = []
-        for tile in candidates(spec):
-            grid, meta, warps, stages = launch(spec, tile)
-            tiles.append(TuneTile(tile=tile, grid=grid, meta={**meta, "num_warps": warps, "num_stages": stages}))
-        firsts = {acc.gemm: acc for acc in reversed(spec.accs)}  # each GEMM once, as cuBLAS would run it
-        library = [LibraryGemm(m=spec.m, n=acc.n_full, k=spec.k, b_trans=acc.b_trans, bias=bool(acc.bias))
-                   for acc in firsts.values()]
-        cases[key] = TuneCase(key=key, name=name, source=kernel_source(spec, name), inputs=spec.input_specs(),
-                              outputs=[(list(s), d) for s, d in zip(spec.output_shapes, spec.output_dtypes)],
-                              tiles=tiles, dtype=spec.dtype, library=library)
-    return list(cases.values())
 
 
 def record(reply: TuneReply, cache: TileCache, gpu: str) -> list[str]:

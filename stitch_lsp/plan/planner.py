@@ -9,10 +9,11 @@ figures (DESIGN.md: ~3.0 TB/s copy).
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from stitch_lsp.plan import library_calls, op_table
 from stitch_lsp.plan.fusion import Group, domain, simplify, split
-from stitch_lsp.coders.template.conv_tail import conv_layouts
+from stitch_lsp.plan.conv_layout import ConvLayout
 from stitch_lsp.plan.gemm_match import GEMM_OP, GemmSpec, fuse_gemms, spec_of
 from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.op_graph import OpGraph, OpNode
@@ -138,10 +139,15 @@ def _eager_bytes(graph: OpGraph, index: dict[str, OpNode]) -> tuple[int, int]:
     return total, kernels
 
 
+# How the Coder lays out each convolution's output (``stitch_lsp.coders.conv_layouts``): the Planner notes it.
+LayoutAdvisor = Callable[[OpGraph, list[Group], dict[str, OpNode], bool | None], dict[str, ConvLayout]]
+
+
 def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm: GemmOptions | None = None,
-              channels_last: bool | None = None) -> Plan:
+              channels_last: bool | None = None, layouts: LayoutAdvisor | None = None) -> Plan:
     """``gemm``: the template Coder's GEMM options (which GEMMs its Triton family takes, with what tile);
-    ``channels_last``: False when every convolution is to run in NCHW."""
+    ``channels_last``: False when every convolution is to run in NCHW; ``layouts``: the Coder's choice of
+    each convolution's layout, noted in the plan (None: not noted)."""
     traced = graph
     graph, _ = fuse_gemms(simplify(traced), (gemm or default_options()).choose)
     index = graph.index()
@@ -156,7 +162,7 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
         peak = H100_PEAK_TFLOPS.get(dtype, H100_PEAK_TFLOPS["float32"])
     plan = Plan(task_key=task.key(), device_name=(device.name if device else "") or "NVIDIA H100 (assumed)",
                 bandwidth_gbs=bandwidth, peak_tflops=peak, graph=traced)
-    layouts = conv_layouts(graph, groups, index, channels_last)
+    layouts = layouts(graph, groups, index, channels_last) if layouts is not None else {}
     floor_total = 0.0
     eager_gemm_us = 0.0  # the GEMMs as the reference runs them (cuBLAS at ``peak``)
     for group in groups:

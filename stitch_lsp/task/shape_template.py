@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import re
 
-from stitch_lsp.task.shapes import int_value
+from stitch_lsp.task.shape_values import DTYPES, int_value
 from stitch_lsp.analysis.python_region import Region
 
 class _Var:
@@ -448,8 +448,6 @@ class _Substitute(ast.NodeTransformer):
 def _parameter_dtype(region: Region) -> str | None:
     """The float dtype the module's used parameters are made in (``dtype=torch.bfloat16`` or a
     constant naming it): inputs usually match it, and mixing them fails in eager."""
-    from stitch_lsp.task.shapes import DTYPES
-
     for need in region.self_needs:
         m = re.search(r"\bdtype\s*=\s*([\w.]+)", need.init_source)
         if not m:

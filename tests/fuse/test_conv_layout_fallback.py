@@ -11,7 +11,7 @@ import pytest
 
 from stitch_lsp.fuse import service as fuse_service
 from stitch_lsp.fuse.service import fuse_task
-from stitch_lsp.coders.template.conv_tail import uses_channels_last
+from stitch_lsp.plan.conv_layout import uses_channels_last
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Verdict

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from stitch_lsp.coders.errors import CoderUnavailable
 from stitch_lsp.coders.llm.coder import LlmCoder, LlmConfig, LlmOutcome, VerifierLike
 from stitch_lsp.coders.llm.key import KEYS, NO_KEY_MESSAGE, Secret
 from stitch_lsp.verify.rubric import RubricContext, apply_rubric, passes
@@ -27,8 +28,6 @@ def make_coder(name: str, settings: Settings, *, api_key: Secret | None = None,
     key = api_key if api_key is not None else KEYS.get()
     if name == "llm":
         if key is None:
-            from stitch_lsp.coders import CoderUnavailable
-
             raise CoderUnavailable(NO_KEY_MESSAGE)
         return LlmCoder(settings, api_key=key, config=config)
     if name == "auto":

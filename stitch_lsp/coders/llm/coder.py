@@ -34,6 +34,7 @@ from typing import Any, Callable, Protocol
 import attrs
 from attrs import define, field
 
+from stitch_lsp.coders.errors import CoderError
 from stitch_lsp.coders.llm import prompt as llm_prompt
 from stitch_lsp.coders.llm.client import LlmError, MessagesClient, RetryPolicy, TurnResult
 from stitch_lsp.coders.llm.feedback import reply_problem_feedback, verdict_feedback
@@ -111,20 +112,13 @@ class LlmConfig:
     timeout_s: float = 600.0
 
 
-class LlmCoderError(Exception):
+class LlmCoderError(CoderError):
     """No candidate came out of a ``generate`` round; ``reason`` says why (for the user and the model)."""
 
     def __init__(self, reason: str, *, kind: str = "reply"):
         super().__init__(reason)
         self.reason = reason
         self.kind = kind
-
-
-def make_coder(name: str, settings: Settings) -> "LlmCoder | Any":
-    """The factory ``stitch_lsp.coders.make_coder`` calls for ``coder="llm"`` and ``"auto"``."""
-    from stitch_lsp.coders.llm.auto import make_coder as make
-
-    return make(name, settings)
 
 
 def key_configured() -> bool:

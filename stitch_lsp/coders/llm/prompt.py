@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from stitch_lsp.coders.llm.reply import KERNEL_FILE, code_blocks
 from stitch_lsp.pipeline import Plan, Task
 from stitch_lsp.skills import coder_rules, cuda_guide
-
-KERNEL_FILE = "kernel.cu"
 
 CACHE = {"type": "ephemeral"}
 
@@ -32,8 +31,6 @@ SYSTEM_RULES = coder_rules()
 
 def loader_usage() -> str:
     """The example binding in the rules (the first ```python block)."""
-    from stitch_lsp.coders.llm.reply import code_blocks
-
     blocks, _ = code_blocks(SYSTEM_RULES)
     return next(b.text for b in blocks if b.tag == "python")
 

@@ -14,8 +14,9 @@ import sys
 
 from attrs import define, field
 
-from stitch_lsp.coders.llm.prompt import KERNEL_FILE
 from stitch_lsp.pipeline import Candidate
+
+KERNEL_FILE = "kernel.cu"  # the one CUDA file a reply's code becomes
 
 PYTHON_TAGS = {"python", "py", "python3"}
 CUDA_TAGS = {"cuda", "cu"}

@@ -21,24 +21,18 @@ from __future__ import annotations
 import os
 import re
 
-from attrs import define
-
 from stitch_lsp.plan import library_calls
+from stitch_lsp.plan.conv_layout import READS_CHANNELS_LAST, ConvLayout
 from stitch_lsp.plan.fusion import Group
 from stitch_lsp.coders.template.conv_reduction import physical_index
 from stitch_lsp.coders.template.cuda_common import PREAMBLE
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, _c_type, _finish, _Writer
-from stitch_lsp.coders.template.reduction_kernels import COL_THREADS as FULL_GPU_THREADS, reduction_kernels
+from stitch_lsp.coders.template.reduction_kernels import COL_THREADS as FULL_GPU_THREADS
+from stitch_lsp.coders.template.reductions import reduction_kernels
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 ENV = "STITCH_CONV_LAYOUT"  # channels_last (default) | nchw
-READS_CHANNELS_LAST = "in channels-last"  # in a tail kernel's note: how a candidate's notes tell it
-
-
-def uses_channels_last(notes: list[str]) -> bool:
-    """A candidate (by its notes) with a convolution run in channels-last."""
-    return any(f" {READS_CHANNELS_LAST} through " in n for n in notes)
 CONV_OP = "aten.convolution.default"
 THREADS = 256
 TILE = 1024  # elements a block stages: 4 per thread
@@ -47,27 +41,6 @@ _DTYPES = {"float32", "float16", "bfloat16"}
 _REDUCTIONS = ("row_reduction", "col_reduction")
 TRANSPOSED = "the tail kernel reads it transposed and writes NCHW"
 IN_ORDER = "the reduction kernel reads it in that order"
-
-
-@define
-class ConvLayout:
-    """How one convolution's output is laid out, and why."""
-
-    conv: str
-    layout: str  # "channels_last" | "channels_last_3d" | "nchw"
-    why: str
-    tail: int = -1  # the group whose kernel reads it in channels-last (channels-last only)
-    fp32: bool = False  # cuDNN's channels-last fp32 kernels are TF32 ones where PyTorch allows it (its default)
-
-    @property
-    def channels_last(self) -> bool:
-        return self.layout != "nchw"
-
-    def describe(self) -> str:
-        if self.channels_last:
-            tf32 = " (fp32 in channels-last: cuDNN may take TF32, as torch.backends.cudnn.allow_tf32 lets it)"
-            return f"convolution in channels-last; {self.why}" + (tf32 if self.fp32 else "")
-        return f"convolution in NCHW: {self.why}"
 
 
 def enabled() -> bool:

@@ -11,7 +11,7 @@ from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.plan.gemm_match import fuse_gemms
 from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel, window_kernel
-from stitch_lsp.coders.template.reduction_kernels import reduction_kernels
+from stitch_lsp.coders.template.reductions import reduction_kernels
 from stitch_lsp.coders.template.scan_kernel import scan_kernel
 from stitch_lsp.coders.template.library_call import describe as describe_library, lower_library
 from stitch_lsp.coders.template.conv_bias import split_conv_bias
@@ -50,7 +50,7 @@ class LoweredProgram:
     blocking_ops: list[str] = field(factory=list)
     source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
     gemm_mode: str = "auto"  # the GemmOptions mode it was lowered with (re-lowering for other shapes keeps it)
-    conv_layouts: dict = field(factory=dict)  # convolution -> conv_tail.ConvLayout
+    conv_layouts: dict = field(factory=dict)  # convolution -> plan.conv_layout.ConvLayout
     # "nchw": lowered with channels-last convolutions turned off (re-lowering for other shapes keeps it).
     conv_layout: str = ""
 

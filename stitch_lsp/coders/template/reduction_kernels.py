@@ -38,11 +38,11 @@ import re
 from attrs import define, field
 
 from stitch_lsp.plan import op_table
-from stitch_lsp.plan.fusion import Group, domain, reduction_dims, split_tail
+from stitch_lsp.plan.fusion import Group, domain, reduction_dims
 from stitch_lsp.plan.reduction_domain import Domain
 from stitch_lsp.coders.template.cuda_common import PREAMBLE
 from stitch_lsp.coders.template.emitter import Emitter, Unsupported, _round_to as _round
-from stitch_lsp.coders.template.kernels import KernelSpec, _c_type, _finish, _vec_for, _Writer, pointwise_kernel
+from stitch_lsp.coders.template.kernels import KernelSpec, _c_type, _finish, _vec_for, _Writer
 from stitch_lsp.op_graph import OpNode
 
 MAX_ROW_ELEMS = 32  # per thread, held in registers
@@ -368,60 +368,6 @@ def team_for(rows: int, row_len: int, vec: int, *, leaves: int, streamed: bool) 
     if parts < 2 or rows < TEAM_MIN_ROWS * (SMS // parts):
         return None
     return Split(parts, chunk, TEAM_THREADS, team=True)
-
-
-def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config: RowConfig | None = None,
-                      split: Split | None | bool = True, sm: int = 90) -> list[KernelSpec]:
-    """The kernels for a reduction group: one (a block, or on Hopper a cluster, per row), or (split rows) one
-    per pass plus one that finishes.
-
-    ``split``: True picks by the shape (``split_for``), False never splits, a Split forces one. ``sm``: the
-    target's compute capability (clusters from 90).
-    """
-    a = analyse(group, index)
-    if a.dom.layout == "columns":
-        return [column_kernel(group, index, name, a)]
-    vec = _row_vec(a, index)
-    if split is True:
-        cfg = config or row_config(a.dom.row_len, vec, a.dom.rows, len(a.full_leaves))
-        blocks = math.ceil(a.dom.rows / max(1, cfg.block // cfg.threads))
-        # Bulk copies stage fp32 parts of contiguous rows (Hopper's TMA, from compute capability 9.0).
-        team = team_for(a.dom.rows, a.dom.row_len, vec, leaves=len(a.full_leaves), streamed=cfg.streamed) \
-            if (sm >= 90 and config is None and a.dom.layout == "rows"
-                and all(index[l].dtype == "float32" for l in a.full_leaves)) else None
-        if team is not None:
-            return [_RowKernel(group, index, name, a, split=team, role="team").build()]
-        cluster = cluster_for(a.dom.rows, a.dom.row_len, vec, passes=len(a.passes), full_outputs=bool(a.full_outs),
-                              blocks=blocks, streamed=cfg.streamed,
-                              elem_bytes=4 * len(a.full_leaves)) \
-            if sm >= 90 and config is None else None  # shared memory holds fp32, whatever the inputs are
-        if cluster is not None:
-            return [_RowKernel(group, index, name, a, split=cluster, role="cluster").build()]
-        if sm >= 90 and config is None and a.dom.layout == "rows":
-            # Imported here: lagged_kernels builds on this module's row kernel.
-            from stitch_lsp.coders.template.lagged_kernels import LaggedKernel, lagged_for
-
-            lag = lagged_for(a, index, vec, streamed=cfg.streamed)
-            if lag is not None:
-                return [LaggedKernel(group, index, name, a, lag).build()]
-        split = split_for(a.dom.rows, a.dom.row_len, vec, blocks, passes=len(a.passes),
-                          full_outputs=bool(a.full_outs), streamed=cfg.streamed)
-    if not split:
-        return [_RowKernel(group, index, name, a, config=config).build()]
-    if a.full_outs:
-        # The outputs of few long rows: a pointwise kernel over all their elements (every SM busy, no loop)
-        # reads the row values the split kernels leave, instead of blocks walking their parts once more.
-        parts = split_tail(group, index, rows=a.dom.rows)
-        if parts is not None:
-            head, tail = parts
-            try:
-                return (reduction_kernels(head, index, name, split=split, sm=sm)
-                        + [pointwise_kernel(tail, index, f"{name}_out")])
-            except Unsupported:
-                pass
-    out = [_RowKernel(group, index, f"{name}_p{p}", a, split=split, role="partials", upto=p).build()
-           for p in range(len(a.passes))]
-    return out + [_RowKernel(group, index, name, a, split=split, role="finish").build()]
 
 
 def _row_vec(a: _Analysis, index: dict[str, OpNode]) -> int:
