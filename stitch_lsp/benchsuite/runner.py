@@ -114,7 +114,7 @@ class OptionsVerifier:
         self.copy_gbs: float | None = None
 
     def verify(self, reference_source: str, candidate: Any, options: Any = None, **kwargs: Any) -> Any:
-        from stitch_lsp.verify.options import VerifyOptions
+        from stitch_lsp.contract.verify import VerifyOptions
 
         options = attrs.evolve(options or VerifyOptions(), profile=self.profile_mode == "all", sanitize=self.sanitize)
         verdict = self._inner.verify(reference_source, candidate, options, **kwargs)
@@ -133,7 +133,7 @@ class OptionsVerifier:
     def _profile(self, reference_source: str, candidate: Any, options: Any, cancel: Any) -> Any:
         # The candidate's kernels say why it misses; the reference's profile would double the time.
         from stitch_lsp.verify import nsight
-        from stitch_lsp.verify.options import VerifyJob
+        from stitch_lsp.contract.verify import VerifyJob
         from stitch_lsp.verify.service import materialise
 
         ref_path, cand_path, cuda_paths = materialise(self._inner.workdir, reference_source, candidate)

@@ -21,7 +21,7 @@ from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.settings import Settings
 
 if TYPE_CHECKING:
-    from stitch_lsp.gemm_tuning import TuneCase
+    from stitch_lsp.contract.gemm_tune import TuneCase
     from stitch_lsp.op_graph import OpGraph, OpNode
     from stitch_lsp.plan.conv_layout import ConvLayout
     from stitch_lsp.plan.fusion import Group

@@ -22,9 +22,10 @@ from stitch_lsp.plan.conv_layout import uses_channels_last
 from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, mode_override, record
 from stitch_lsp.plan.planner import describe, make_plan
 from stitch_lsp.verify.rubric import RubricContext, apply_rubric, rubric_findings
-from stitch_lsp.gemm_tuning import TuneReply, TuneRequest
+from stitch_lsp.contract import TRACE_WORKER
+from stitch_lsp.contract.gemm_tune import TuneReply, TuneRequest
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent, Reporter, no_report
-from stitch_lsp.op_graph import TraceReply, TraceRequest
+from stitch_lsp.contract.trace import TraceReply, TraceRequest
 from stitch_lsp.pipeline import Candidate, Plan, Task
 from stitch_lsp.serde import from_json, to_dict, to_json
 from stitch_lsp.settings import Settings
@@ -78,7 +79,7 @@ def trace(task: Task, settings: Settings, *, verifier: Any = None, cancel: Cance
         return pool.call("trace", request, TraceReply, timeout_s=timeout_s, cancel=cancel, report=no_report)
     python = settings.python or sys.executable
     env = worker_env()  # the repo on PYTHONPATH; API keys and other secrets left out
-    proc = subprocess.Popen([python, "-m", "stitch_lsp.worker.trace_handler"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([python, "-m", TRACE_WORKER], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     unregister = cancel.on_cancel(proc.kill) if cancel else (lambda: None)

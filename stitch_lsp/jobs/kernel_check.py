@@ -165,7 +165,7 @@ class KernelChecker:
         if hit is not None:
             report(ProgressEvent("cached", "same kernel, reference, GPU and toolchain", 100))
             return CheckResult(hit, cached=True, key=key)
-        from stitch_lsp.verify.options import VerifyOptions
+        from stitch_lsp.contract.verify import VerifyOptions
 
         s = self.settings
         options = VerifyOptions(

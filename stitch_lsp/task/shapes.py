@@ -312,11 +312,12 @@ def record(region: Region, source: str, *, python: str = "", timeout_s: float = 
 
     from stitch_lsp.serde import from_json, to_json
     from stitch_lsp.verify.worker_pool import worker_env
-    from stitch_lsp.op_graph import RecordReply, RecordRequest
+    from stitch_lsp.contract import SHAPE_RECORDER
+    from stitch_lsp.contract.trace import RecordReply, RecordRequest
 
     request = RecordRequest(path=region.path or "<file>", source=source, class_name=region.class_name,
                             function=region.function, line=region.range.start.line, names=list(region.inputs))
-    proc = subprocess.Popen([python or _sys.executable, "-m", "stitch_lsp.worker.shape_recorder"],
+    proc = subprocess.Popen([python or _sys.executable, "-m", SHAPE_RECORDER],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=worker_env(), start_new_session=True)
     unregister = cancel.on_cancel(proc.kill) if cancel is not None else (lambda: None)

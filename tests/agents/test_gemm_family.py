@@ -18,7 +18,7 @@ from stitch_lsp.plan.gemm_tiles import (
     CACHE_VERSION, GemmOptions, TileCache, TileEntry, candidates, problem_key, record, table_tile, tune_cases,
 )
 from stitch_lsp.coders.template.program import program_data
-from stitch_lsp.gemm_tuning import TuneReply, TuneResult
+from stitch_lsp.contract.gemm_tune import TuneReply, TuneResult
 from gemm_interpret_cases import INTERPRETED, task  # noqa: E402 - the cases, shared with the interpreter run
 
 REPO = Path(__file__).resolve().parents[2]

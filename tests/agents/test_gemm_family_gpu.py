@@ -98,7 +98,7 @@ def test_tuning_run_times_tiles_and_the_cache_steers_the_next_lowering(tmp_path)
     from stitch_lsp.coders.template import lower
     from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
     from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, record, tune_cases
-    from stitch_lsp.gemm_tuning import TuneRequest
+    from stitch_lsp.contract.gemm_tune import TuneRequest
     from stitch_lsp.worker.gemm_tune_handler import tune
 
     _, graph = task("return F.gelu(self.lin(x))", m=1024, k=1024, n=1024)

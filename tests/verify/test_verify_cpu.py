@@ -271,7 +271,7 @@ def test_nan_must_land_where_the_reference_puts_it_whatever_float64_says(verifie
 def test_the_float64_judgement_keeps_to_the_memory_plan(verifier):
     import types
 
-    from stitch_lsp.verify import memory_plan as mp
+    from stitch_lsp.contract import memory_plan as mp
     from stitch_lsp.worker.footprint import task_sizes
 
     ref = types.ModuleType("ref")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from stitch_lsp.coders.template.gemm_triton import kernel_name, kernel_source, launch
 from stitch_lsp.coders.template.lower import lower
-from stitch_lsp.gemm_tuning import LibraryGemm, TuneCase, TuneTile
+from stitch_lsp.contract.gemm_tune import LibraryGemm, TuneCase, TuneTile
 from stitch_lsp.op_graph import OpGraph
 from stitch_lsp.plan.gemm_match import GEMM_OP, GemmSpec, spec_of
 from stitch_lsp.plan.gemm_tiles import GemmOptions, candidates, problem_key

@@ -15,10 +15,15 @@ the kernel that writes its NCHW input in that format, its output's physical (cha
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
 from typing import Any
 
-from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.coders.template.lower import LoweredProgram, lower
+from stitch_lsp.contract import TRACE_WORKER
+from stitch_lsp.contract.trace import TraceReply, TraceRequest
+from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.op_graph import OpGraph, specialise
 from stitch_lsp.serde import from_json, to_json
 
@@ -143,9 +148,8 @@ def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: l
     ``roles``: the inputs the fused call passes (``program_data``'s ``roles``); a model whose parameters
     and buffers differ from those with these arguments cannot be called that way, and is refused.
     """
-    from stitch_lsp.worker.trace_handler import trace_task  # torch: only ever called where the model runs
-
-    reply = trace_task(reference_source, init=(tuple(args), dict(kwargs)), inputs=inputs)
+    reply = _trace_in_child(TraceRequest(task_source=reference_source, init=_literal(tuple(args), dict(kwargs)),
+                                         inputs=[(list(shape), dtype) for shape, dtype in inputs]))
     if not reply.ok or reply.graph is None:
         raise ValueError(f"this fused kernel could not be generated again for these constructor arguments "
                          f"({reply.message}); fuse again")
@@ -158,6 +162,33 @@ def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: l
     data = program_data(lower(graph, _options(gemm_mode), sm=sm,
                               channels_last=False if conv_layout == "nchw" else None))
     return data, (to_json(graph) if graph.symbolic else "{}")
+
+
+def _literal(args: tuple, kwargs: dict) -> str:
+    """The constructor arguments as a Python literal for the trace request (which is plain data)."""
+    text = repr((args, kwargs))
+    try:
+        same = ast.literal_eval(text) == (args, kwargs)
+    except (ValueError, SyntaxError, TypeError):
+        same = False
+    if not same:
+        raise ValueError("this fused kernel can be generated again only for constructor arguments that are plain "
+                         f"values (numbers, strings, tuples, lists, dicts), not {text[:120]}; fuse again")
+    return text
+
+
+def _trace_in_child(request: TraceRequest, timeout_s: float = 300.0) -> TraceReply:
+    """The worker's trace, in a child process of this interpreter (the binding runs in the user's program:
+    there is no worker pool to ask)."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", TRACE_WORKER, "--request"], input=to_json(request),
+                              capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return TraceReply(ok=False, message=f"tracing took longer than {timeout_s:.0f} s")
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit status {proc.returncode}"
+        return TraceReply(ok=False, message=f"the tracing process failed: {tail}")
+    return from_json(proc.stdout, TraceReply)
 
 
 def _options(gemm_mode: str | None) -> GemmOptions:
