@@ -13,7 +13,6 @@ accepted edit writes). Each imports the Coder it needs when it is called.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Protocol
 
 from stitch_lsp.coders.errors import CoderError, CoderUnavailable
@@ -27,10 +26,6 @@ if TYPE_CHECKING:
     from stitch_lsp.plan.fusion import Group
     from stitch_lsp.plan.gemm_tiles import GemmOptions
 
-TEMPLATE = "stitch_lsp.coders.template"
-LLM = "stitch_lsp.coders.llm.auto"
-
-
 class Coder(Protocol):
     name: str
 
@@ -39,39 +34,45 @@ class Coder(Protocol):
 
 def make_coder(name: str, settings: Settings) -> Coder:
     if name == "template":
-        return importlib.import_module(TEMPLATE).TemplateCoder()
+        from stitch_lsp.coders.template import TemplateCoder
+
+        return TemplateCoder()
     if name in ("llm", "auto"):
-        try:
-            module = importlib.import_module(LLM)
+        try:  # the LLM Coder needs the anthropic client; the template Coder does not
+            from stitch_lsp.coders.llm.auto import make_coder as make_llm_coder
         except ModuleNotFoundError as exc:
             if name == "auto":
                 return make_coder("template", settings)
             raise CoderUnavailable(f"the LLM Coder is not available: {exc}") from exc
-        return module.make_coder(name, settings)
+        return make_llm_coder(name, settings)
     raise CoderUnavailable(f"unknown coder {name!r}: use template, llm or auto")
 
 
 def conv_layouts(graph: "OpGraph", groups: "list[Group]", index: "dict[str, OpNode]",
                  channels_last: bool | None = None) -> "dict[str, ConvLayout]":
     """Each convolution's layout as the template Coder would write it (the Planner notes it)."""
-    return importlib.import_module(f"{TEMPLATE}.conv_tail").conv_layouts(graph, groups, index, channels_last)
+    from stitch_lsp.coders.template.conv_tail import conv_layouts as template_layouts
+
+    return template_layouts(graph, groups, index, channels_last)
 
 
 def gemm_tune_cases(graph: "OpGraph", gemm: "GemmOptions") -> "list[TuneCase]":
     """What a tuning run times: the template Coder's GEMM-family kernels of ``graph`` whose tile is not
     measured yet, each with every candidate tile."""
-    tune = importlib.import_module(f"{TEMPLATE}.gemm_tune")
-    specs = tune.untuned_specs(graph, gemm)
-    return tune.tune_cases(specs, gemm.gpu) if specs else []
+    from stitch_lsp.coders.template.gemm_tune import tune_cases, untuned_specs
+
+    specs = untuned_specs(graph, gemm)
+    return tune_cases(specs, gemm.gpu) if specs else []
 
 
 def workspace_module(graph: "OpGraph", gemm: "GemmOptions | None", channels_last: bool | None, *,
                      loader_import: str, func_name: str, header: str) -> str:
     """The module an accepted edit writes into the workspace: the template Coder's kernels for ``graph``
     (generated as the candidate was, with ``gemm`` and ``channels_last``) and the fused function."""
-    template = importlib.import_module(TEMPLATE)
-    program = template.lower(graph, gemm, channels_last=channels_last)
-    return template.edit_module(program, loader_import=loader_import, func_name=func_name, header=header)
+    from stitch_lsp.coders.template import edit_module, lower
+
+    program = lower(graph, gemm, channels_last=channels_last)
+    return edit_module(program, loader_import=loader_import, func_name=func_name, header=header)
 
 
 __all__ = ["Coder", "CoderError", "CoderUnavailable", "make_coder", "conv_layouts", "gemm_tune_cases",

@@ -67,7 +67,7 @@ def _verifier(settings, root: Path, coder: str = "template", cluster: str | None
         from stitch_lsp.benchsuite import gpus
         from stitch_lsp.benchsuite.candidate_pool import CandidatePool
         from stitch_lsp.benchsuite.executor import ExecutorError, WorkerSpec
-        from stitch_lsp.benchsuite.executors import make_executor
+        from stitch_lsp.benchsuite.suite import make_executor
 
         if cluster is not None or len(gpus.visible_gpus()) > 1:
             executor = make_executor(cluster, gpus=settings.candidates_per_round)

@@ -121,11 +121,6 @@ class LlmCoderError(CoderError):
         self.kind = kind
 
 
-def key_configured() -> bool:
-    """Whether the server has a key (the "with Claude" action is offered only then)."""
-    return KEYS.configured
-
-
 class LlmCoder:
     name = "llm"
 

@@ -102,3 +102,7 @@ def redact(text: str, secret: Secret | None) -> str:
         return text
     return text.replace(secret.reveal(), "<redacted>")
 
+
+def key_configured() -> bool:
+    """Whether the server has a key (the "with Claude" action is offered only then)."""
+    return KEYS.configured

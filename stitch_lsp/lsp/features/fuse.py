@@ -23,7 +23,7 @@ from stitch_lsp.fuse.edit import FuseEdit, build_edit, names_for
 from stitch_lsp.reports.verdict_hints import generated_module_hints
 from stitch_lsp.task.selection import prepare
 from stitch_lsp.fuse.service import FuseOutcome, fuse_task, gemm_options, tune_gemm_tiles
-from stitch_lsp.coders.llm.coder import key_configured
+from stitch_lsp.coders.llm.key import key_configured
 from stitch_lsp.task.shapes import comment_block, comment_template, resolve
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
