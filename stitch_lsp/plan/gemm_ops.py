@@ -11,10 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from stitch_lsp.plan.op_table import (
-    OPERAND_COUNT, add_alpha, clamp_bounds, elu_params, gelu_is_tanh, hardtanh_bounds, leaky_slope,
-    pow_scalar_template, softplus_params,
-)
+from stitch_lsp.plan.op_table import OPERAND_COUNT, Dialect, pointwise_table
 
 NAN_PROPAGATE = "propagate_nan=tl.PropagateNan.ALL"
 
@@ -30,143 +27,16 @@ def literal(value: Any) -> str:
     return repr(v)
 
 
-def _alpha(args, kw, sign: str) -> str:
-    alpha = add_alpha(args, kw)
-    return "({a} %s {b})" % sign if alpha in (1, 1.0) else "({a} %s %s * {b})" % (sign, literal(alpha))
-
-
-def _max(x: str, y: str) -> str:
-    return f"tl.maximum({x}, {y}, {NAN_PROPAGATE})"
-
-
-def _min(x: str, y: str) -> str:
-    return f"tl.minimum({x}, {y}, {NAN_PROPAGATE})"
-
-
-def _clamp(lo, hi) -> str:
-    expr = "{a}"
-    if lo is not None:
-        expr = _max(expr, literal(lo))
-    if hi is not None:
-        expr = _min(expr, literal(hi))
-    return expr
-
-
-def _gelu(args, kw) -> str:
-    if gelu_is_tanh(args, kw):
-        return "(0.5 * {a} * (1.0 + _st_tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a}))))"
-    return "(0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476)))"
-
-
-def _pow_scalar(args, kw) -> str:
-    return pow_scalar_template(args, sqrt="tl.sqrt_rn", power="libdevice.pow", one="1.0", literal=literal)
-
-
-def _elu(args, kw) -> str:
-    alpha, scale, input_scale = elu_params(args)
-    return ("tl.where({a} > 0.0, %s * {a}, %s * _st_expm1(%s * {a}))"
-            % (literal(scale), literal(alpha * scale), literal(input_scale)))
-
-
-def _leaky(args, kw) -> str:
-    slope = leaky_slope(args)
-    return "tl.where({a} > 0.0, {a}, %s * {a})" % literal(slope)
-
-
-def _softplus(args, kw) -> str:
-    beta, threshold = (literal(v) for v in softplus_params(args))
-    return f"tl.where({{a}} * {beta} > {threshold}, {{a}}, _st_log1p(tl.exp({{a}} * {beta})) / {beta})"
-
-
-def _div_mode(args, kw) -> str:
-    mode = kw.get("rounding_mode")
-    if mode == "trunc":
-        return "_st_trunc({a} / {b})"
-    if mode == "floor":
-        return "tl.floor({a} / {b})"
-    return "({a} / {b})"
-
-
-def _fixed(expr: str) -> Callable[[list, dict], str]:
-    return lambda args, kw: expr
-
-
-def _flag(expr: str) -> Callable[[list, dict], str]:
-    return _fixed(f"({expr}).to(tl.float32)")
-
-
-# op -> function(args, kwargs) -> Triton template over {a} {b} {c}.
-TRITON_POINTWISE: dict[str, Callable[[list, dict], str]] = {
-    "aten.add.Tensor": lambda a, k: _alpha(a, k, "+"),
-    "aten.add.Scalar": lambda a, k: _alpha(a, k, "+"),
-    "aten.sub.Tensor": lambda a, k: _alpha(a, k, "-"),
-    "aten.sub.Scalar": lambda a, k: _alpha(a, k, "-"),
-    "aten.rsub.Scalar": _fixed("({b} - {a})"),
-    "aten.rsub.Tensor": _fixed("({b} - {a})"),
-    "aten.mul.Tensor": _fixed("({a} * {b})"),
-    "aten.mul.Scalar": _fixed("({a} * {b})"),
-    "aten.div.Tensor": _fixed("({a} / {b})"),
-    "aten.div.Scalar": _fixed("({a} / {b})"),
-    "aten.div.Tensor_mode": _div_mode,
-    "aten.neg.default": _fixed("(-{a})"),
-    "aten.abs.default": _fixed("tl.abs({a})"),
-    "aten.exp.default": _fixed("tl.exp({a})"),
-    "aten.exp2.default": _fixed("tl.exp2({a})"),
-    "aten.expm1.default": _fixed("_st_expm1({a})"),
-    "aten.log.default": _fixed("tl.log({a})"),
-    "aten.log2.default": _fixed("tl.log2({a})"),
-    "aten.log1p.default": _fixed("_st_log1p({a})"),
-    "aten.sqrt.default": _fixed("tl.sqrt_rn({a})"),
-    "aten.rsqrt.default": _fixed("(1.0 / tl.sqrt_rn({a}))"),
-    "aten.reciprocal.default": _fixed("(1.0 / {a})"),
-    "aten.sin.default": _fixed("libdevice.sin({a})"),
-    "aten.cos.default": _fixed("libdevice.cos({a})"),
-    "aten.tanh.default": _fixed("_st_tanh({a})"),
-    "aten.erf.default": _fixed("tl.erf({a})"),
-    "aten.sigmoid.default": _fixed("(1.0 / (1.0 + tl.exp(-{a})))"),
-    "aten.silu.default": _fixed("({a} / (1.0 + tl.exp(-{a})))"),
-    "aten.gelu.default": _gelu,
-    "aten.relu.default": _fixed(_max("{a}", "0.0")),
-    "aten.elu.default": _elu,
-    "aten.leaky_relu.default": _leaky,
-    "aten.hardtanh.default": lambda a, k: _clamp(*hardtanh_bounds(a)),
-    "aten.softplus.default": _softplus,
-    "aten.clamp.default": lambda a, k: _clamp(*clamp_bounds(a, k)),
-    "aten.clamp_min.default": lambda a, k: _clamp(a[1], None),
-    "aten.clamp_max.default": lambda a, k: _clamp(None, a[1]),
-    "aten.maximum.default": _fixed(_max("{a}", "{b}")),
-    "aten.minimum.default": _fixed(_min("{a}", "{b}")),
-    "aten.pow.Tensor_Scalar": _pow_scalar,
-    "aten.pow.Tensor_Tensor": _fixed("libdevice.pow({a}, {b})"),
-    "aten.where.self": _fixed("tl.where({a} != 0.0, {b}, {c})"),
-    "aten.masked_fill.Scalar": _fixed("tl.where({b} != 0.0, {c}, {a})"),
-    "aten.masked_fill.Tensor": _fixed("tl.where({b} != 0.0, {c}, {a})"),
-    "aten.eq.Scalar": _flag("{a} == {b}"),
-    "aten.eq.Tensor": _flag("{a} == {b}"),
-    "aten.ne.Scalar": _flag("{a} != {b}"),
-    "aten.ne.Tensor": _flag("{a} != {b}"),
-    "aten.lt.Scalar": _flag("{a} < {b}"),
-    "aten.lt.Tensor": _flag("{a} < {b}"),
-    "aten.le.Scalar": _flag("{a} <= {b}"),
-    "aten.le.Tensor": _flag("{a} <= {b}"),
-    "aten.gt.Scalar": _flag("{a} > {b}"),
-    "aten.gt.Tensor": _flag("{a} > {b}"),
-    "aten.ge.Scalar": _flag("{a} >= {b}"),
-    "aten.ge.Tensor": _flag("{a} >= {b}"),
-    "aten.logical_not.default": _flag("{a} == 0.0"),
-    "aten.bitwise_not.default": _flag("{a} == 0.0"),
-    "aten.logical_and.default": _flag("({a} != 0.0) & ({b} != 0.0)"),
-    "aten.logical_or.default": _flag("({a} != 0.0) | ({b} != 0.0)"),
-    "aten.isnan.default": _flag("{a} != {a}"),
-    "aten.isinf.default": _flag("tl.abs({a}) == _INF"),
-    "aten.sign.default": _fixed("(({a} > 0.0).to(tl.float32) - ({a} < 0.0).to(tl.float32))"),
-    "aten.floor.default": _fixed("tl.floor({a})"),
-    "aten.ceil.default": _fixed("tl.ceil({a})"),
-    "aten.round.default": _fixed("libdevice.rint({a})"),
-    "aten.trunc.default": _fixed("tl.where({a} < 0.0, tl.ceil({a}), tl.floor({a}))"),
-    "aten._to_copy.default": _fixed("{a}"),
-    "prims.convert_element_type.default": _fixed("{a}"),
-}
+TRITON = Dialect(
+    column=1, literal=literal, zero="0.0", one="1.0",
+    select=lambda c, x, y: f"tl.where({c}, {x}, {y})",
+    at_least=lambda e, v: f"tl.maximum({e}, {v}, {NAN_PROPAGATE})",
+    at_most=lambda e, v: f"tl.minimum({e}, {v}, {NAN_PROPAGATE})",
+    fn={"exp": "tl.exp", "expm1": "_st_expm1", "log1p": "_st_log1p", "tanh": "_st_tanh", "erf": "tl.erf",
+        "sqrt": "tl.sqrt_rn", "pow": "libdevice.pow", "floor": "tl.floor", "trunc": "_st_trunc"},
+)
+# op -> function(args, kwargs) -> Triton template over {a} {b} {c} (op_table.TEMPLATES' Triton column).
+TRITON_POINTWISE: dict[str, Callable[[list, dict], str]] = pointwise_table(TRITON)
 
 # Helpers the expressions call, written with Triton's own exp / log (no libdevice: Triton's interpreter
 # runs them too, so the CPU tests cover the kernels that use them). Each is within a few fp32 ulps.

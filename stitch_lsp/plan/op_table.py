@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any
+from typing import Any, Callable
+
+from attrs import define
 
 from stitch_lsp.plan import library_calls, pooling
 
@@ -108,29 +110,45 @@ def softplus_params(args) -> tuple[float, float]:
     return float(args[1]) if len(args) > 1 else 1.0, float(args[2]) if len(args) > 2 else 20.0
 
 
-def _gelu(args, kw) -> str:
-    if gelu_is_tanh(args, kw):
-        return "(0.5f * {a} * (1.f + tanhf(0.7978845608028654f * ({a} + 0.044715f * {a} * {a} * {a}))))"
-    return "(0.5f * {a} * (1.f + erff({a} * 0.7071067811865476f)))"
+@define(frozen=True)
+class Dialect:
+    """How one kernel language spells the pointwise templates: CUDA C here, Triton for the GEMM family's
+    epilogues (``gemm_ops``). ``column``: its column in ``TEMPLATES``."""
+
+    column: int
+    literal: Callable[[Any], str]  # a float literal
+    zero: str
+    one: str
+    select: Callable[[str, str, str], str]  # (condition, then, else)
+    at_least: Callable[[str, str], str]  # (expression, bound): a clamp's lower bound, NaN kept
+    at_most: Callable[[str, str], str]
+    fn: dict[str, str]  # exp, expm1, log1p, tanh, erf, sqrt, pow, floor, trunc
 
 
-def _alpha(args, kw, sign: str) -> str:
-    alpha = add_alpha(args, kw)
-    return "({a} %s {b})" % sign if alpha in (1, 1.0) else "({a} %s %s * {b})" % (sign, c_float(alpha))
-
-
-def _clamp_with(args, kw, lower, upper) -> str:
-    lo, hi = clamp_bounds(args, kw)
+def bounded(lo: Any, hi: Any, literal: Callable[[Any], str], at_least, at_most) -> str:
     expr = "{a}"
     if lo is not None:
-        expr = lower(expr, c_float(lo))
+        expr = at_least(expr, literal(lo))
     if hi is not None:
-        expr = upper(expr, c_float(hi))
+        expr = at_most(expr, literal(hi))
     return expr
 
 
-def _clamp(args, kw) -> str:
-    return _clamp_with(args, kw, lambda e, v: f"({e} < {v} ? {v} : {e})", lambda e, v: f"({e} > {v} ? {v} : {e})")
+def _clamp(d: Dialect, lo: Any, hi: Any) -> str:
+    return bounded(lo, hi, d.literal, d.at_least, d.at_most)
+
+
+def _alpha(d: Dialect, args, kw, sign: str) -> str:
+    alpha = add_alpha(args, kw)
+    return "({a} %s {b})" % sign if alpha in (1, 1.0) else "({a} %s %s * {b})" % (sign, d.literal(alpha))
+
+
+def _gelu(d: Dialect, args, kw) -> str:
+    half, lit = d.literal(0.5), d.literal
+    if gelu_is_tanh(args, kw):
+        inner = f"{lit(0.7978845608028654)} * ({{a}} + {lit(0.044715)} * {{a}} * {{a}} * {{a}})"
+        return f"({half} * {{a}} * ({d.one} + {d.fn['tanh']}({inner})))"
+    return f"({half} * {{a}} * ({d.one} + {d.fn['erf']}({{a}} * {lit(0.7071067811865476)})))"
 
 
 def pow_scalar_template(args, *, sqrt: str, power: str, one: str, literal) -> str:
@@ -149,120 +167,141 @@ def pow_scalar_template(args, *, sqrt: str, power: str, one: str, literal) -> st
     return f"{power}({{a}}, {literal(e)})"
 
 
-def _pow_scalar(args, kw) -> str:
-    return pow_scalar_template(args, sqrt="sqrtf", power="powf", one="1.f", literal=c_float)
+def _pow_scalar(d: Dialect, args, kw) -> str:
+    return pow_scalar_template(args, sqrt=d.fn["sqrt"], power=d.fn["pow"], one=d.one, literal=d.literal)
 
 
-def _elu(args, kw) -> str:
+def _elu(d: Dialect, args, kw) -> str:
     alpha, scale, input_scale = elu_params(args)
-    return ("({a} > 0.f ? %s * {a} : %s * expm1f(%s * {a}))"
-            % (c_float(scale), c_float(alpha * scale), c_float(input_scale)))
+    lit = d.literal
+    return d.select(f"{{a}} > {d.zero}", f"{lit(scale)} * {{a}}",
+                    f"{lit(alpha * scale)} * {d.fn['expm1']}({lit(input_scale)} * {{a}})")
 
 
-def _leaky(args, kw) -> str:
-    slope = leaky_slope(args)
-    return "({a} > 0.f ? {a} : %s * {a})" % c_float(slope)
+def _leaky(d: Dialect, args, kw) -> str:
+    return d.select(f"{{a}} > {d.zero}", "{a}", f"{d.literal(leaky_slope(args))} * {{a}}")
 
 
-def _hardtanh(args, kw) -> str:
-    return _clamp(["x", *hardtanh_bounds(args)], {})
+def _softplus(d: Dialect, args, kw) -> str:
+    beta, threshold = (d.literal(v) for v in softplus_params(args))
+    return d.select(f"{{a}} * {beta} > {threshold}", "{a}", f"{d.fn['log1p']}({d.fn['exp']}({{a}} * {beta})) / {beta}")
 
 
-def _softplus(args, kw) -> str:
-    beta, threshold = softplus_params(args)
-    b = c_float(beta)
-    return "({a} * %s > %s ? {a} : log1pf(expf({a} * %s)) / %s)" % (b, c_float(threshold), b, b)
-
-
-def _div_mode(args, kw) -> str:
+def _div_mode(d: Dialect, args, kw) -> str:
     mode = kw.get("rounding_mode")
-    if mode == "trunc":
-        return "truncf({a} / {b})"
-    if mode == "floor":
-        return "floorf({a} / {b})"
+    if mode in ("trunc", "floor"):
+        return f"{d.fn[mode]}({{a}} / {{b}})"
     return "({a} / {b})"
 
 
-def _fixed(expr: str):
-    return lambda args, kw: expr
+def _both(form):
+    return form, form
 
 
-# op -> function(args, kwargs) -> C template over {a} {b} {c}: the op's tensor/scalar operands in order.
-POINTWISE = {
-    "aten.add.Tensor": lambda a, k: _alpha(a, k, "+"),
-    "aten.add.Scalar": lambda a, k: _alpha(a, k, "+"),
-    "aten.sub.Tensor": lambda a, k: _alpha(a, k, "-"),
-    "aten.sub.Scalar": lambda a, k: _alpha(a, k, "-"),
-    "aten.rsub.Scalar": _fixed("({b} - {a})"),
-    "aten.rsub.Tensor": _fixed("({b} - {a})"),
-    "aten.mul.Tensor": _fixed("({a} * {b})"),
-    "aten.mul.Scalar": _fixed("({a} * {b})"),
-    "aten.div.Tensor": _fixed("({a} / {b})"),
-    "aten.div.Scalar": _fixed("({a} / {b})"),
-    "aten.div.Tensor_mode": _div_mode,
-    "aten.neg.default": _fixed("(-{a})"),
-    "aten.abs.default": _fixed("fabsf({a})"),
-    "aten.exp.default": _fixed("expf({a})"),
-    "aten.exp2.default": _fixed("exp2f({a})"),
-    "aten.expm1.default": _fixed("expm1f({a})"),
-    "aten.log.default": _fixed("logf({a})"),
-    "aten.log2.default": _fixed("log2f({a})"),
-    "aten.log1p.default": _fixed("log1pf({a})"),
-    "aten.sqrt.default": _fixed("sqrtf({a})"),
-    "aten.rsqrt.default": _fixed("rsqrtf({a})"),
-    "aten.reciprocal.default": _fixed("(1.f / {a})"),
-    "aten.sin.default": _fixed("sinf({a})"),
-    "aten.cos.default": _fixed("cosf({a})"),
-    "aten.tanh.default": _fixed("tanhf({a})"),
-    "aten.erf.default": _fixed("erff({a})"),
-    "aten.sigmoid.default": _fixed("(1.f / (1.f + expf(-{a})))"),
-    "aten.silu.default": _fixed("({a} / (1.f + expf(-{a})))"),
-    "aten.gelu.default": _gelu,
-    "aten.relu.default": _fixed("({a} < 0.f ? 0.f : {a})"),
-    "aten.elu.default": _elu,
-    "aten.leaky_relu.default": _leaky,
-    "aten.hardtanh.default": _hardtanh,
-    "aten.softplus.default": _softplus,
-    "aten.clamp.default": _clamp,
-    "aten.clamp_min.default": lambda a, k: _clamp(["x", a[1], None], {}),
-    "aten.clamp_max.default": lambda a, k: _clamp(["x", None, a[1]], {}),
+# op -> (CUDA, Triton) template over {a} {b} {c}, the op's tensor/scalar operands in order: a string, or a
+# function of (dialect, args, kwargs) where the op's arguments shape it; None where the dialect has no form.
+TEMPLATES: dict[str, tuple[Any, Any]] = {
+    "aten.add.Tensor": _both(lambda d, a, k: _alpha(d, a, k, "+")),
+    "aten.add.Scalar": _both(lambda d, a, k: _alpha(d, a, k, "+")),
+    "aten.sub.Tensor": _both(lambda d, a, k: _alpha(d, a, k, "-")),
+    "aten.sub.Scalar": _both(lambda d, a, k: _alpha(d, a, k, "-")),
+    "aten.rsub.Scalar": _both("({b} - {a})"),
+    "aten.rsub.Tensor": _both("({b} - {a})"),
+    "aten.mul.Tensor": _both("({a} * {b})"),
+    "aten.mul.Scalar": _both("({a} * {b})"),
+    "aten.div.Tensor": _both("({a} / {b})"),
+    "aten.div.Scalar": _both("({a} / {b})"),
+    "aten.div.Tensor_mode": _both(_div_mode),
+    "aten.neg.default": _both("(-{a})"),
+    "aten.abs.default": ("fabsf({a})", "tl.abs({a})"),
+    "aten.exp.default": ("expf({a})", "tl.exp({a})"),
+    "aten.exp2.default": ("exp2f({a})", "tl.exp2({a})"),
+    "aten.expm1.default": ("expm1f({a})", "_st_expm1({a})"),
+    "aten.log.default": ("logf({a})", "tl.log({a})"),
+    "aten.log2.default": ("log2f({a})", "tl.log2({a})"),
+    "aten.log1p.default": ("log1pf({a})", "_st_log1p({a})"),
+    "aten.sqrt.default": ("sqrtf({a})", "tl.sqrt_rn({a})"),
+    "aten.rsqrt.default": ("rsqrtf({a})", "(1.0 / tl.sqrt_rn({a}))"),
+    "aten.reciprocal.default": ("(1.f / {a})", "(1.0 / {a})"),
+    "aten.sin.default": ("sinf({a})", "libdevice.sin({a})"),
+    "aten.cos.default": ("cosf({a})", "libdevice.cos({a})"),
+    "aten.tanh.default": ("tanhf({a})", "_st_tanh({a})"),
+    "aten.erf.default": ("erff({a})", "tl.erf({a})"),
+    "aten.sigmoid.default": ("(1.f / (1.f + expf(-{a})))", "(1.0 / (1.0 + tl.exp(-{a})))"),
+    "aten.silu.default": ("({a} / (1.f + expf(-{a})))", "({a} / (1.0 + tl.exp(-{a})))"),
+    "aten.gelu.default": _both(_gelu),
+    "aten.relu.default": ("({a} < 0.f ? 0.f : {a})", "tl.maximum({a}, 0.0, propagate_nan=tl.PropagateNan.ALL)"),
+    "aten.elu.default": _both(_elu),
+    "aten.leaky_relu.default": _both(_leaky),
+    "aten.hardtanh.default": _both(lambda d, a, k: _clamp(d, *hardtanh_bounds(a))),
+    "aten.softplus.default": _both(_softplus),
+    "aten.clamp.default": _both(lambda d, a, k: _clamp(d, *clamp_bounds(a, k))),
+    "aten.clamp_min.default": _both(lambda d, a, k: _clamp(d, a[1], None)),
+    "aten.clamp_max.default": _both(lambda d, a, k: _clamp(d, None, a[1])),
     # A tensor bound (a 0-d one from a decomposition, say): x below it takes it, NaN stays NaN.
-    "aten.clamp_min.Tensor": _fixed("({a} < {b} ? {b} : {a})"),
-    "aten.clamp_max.Tensor": _fixed("({a} > {b} ? {b} : {a})"),
-    "aten.maximum.default": _fixed("(({a} != {a} || {a} > {b}) ? {a} : {b})"),
-    "aten.minimum.default": _fixed("(({a} != {a} || {a} < {b}) ? {a} : {b})"),
-    "aten.pow.Tensor_Scalar": _pow_scalar,
-    "aten.pow.Tensor_Tensor": _fixed("powf({a}, {b})"),
-    "aten.where.self": _fixed("({a} != 0.f ? {b} : {c})"),
-    "aten.masked_fill.Scalar": _fixed("({b} != 0.f ? {c} : {a})"),
-    "aten.masked_fill.Tensor": _fixed("({b} != 0.f ? {c} : {a})"),
-    "aten.eq.Scalar": _fixed("(float)({a} == {b})"),
-    "aten.eq.Tensor": _fixed("(float)({a} == {b})"),
-    "aten.ne.Scalar": _fixed("(float)({a} != {b})"),
-    "aten.ne.Tensor": _fixed("(float)({a} != {b})"),
-    "aten.lt.Scalar": _fixed("(float)({a} < {b})"),
-    "aten.lt.Tensor": _fixed("(float)({a} < {b})"),
-    "aten.le.Scalar": _fixed("(float)({a} <= {b})"),
-    "aten.le.Tensor": _fixed("(float)({a} <= {b})"),
-    "aten.gt.Scalar": _fixed("(float)({a} > {b})"),
-    "aten.gt.Tensor": _fixed("(float)({a} > {b})"),
-    "aten.ge.Scalar": _fixed("(float)({a} >= {b})"),
-    "aten.ge.Tensor": _fixed("(float)({a} >= {b})"),
-    "aten.logical_not.default": _fixed("(float)({a} == 0.f)"),
-    "aten.bitwise_not.default": _fixed("(float)({a} == 0.f)"),
-    "aten.logical_and.default": _fixed("(float)({a} != 0.f && {b} != 0.f)"),
-    "aten.logical_or.default": _fixed("(float)({a} != 0.f || {b} != 0.f)"),
-    "aten.isnan.default": _fixed("(float)({a} != {a})"),
-    "aten.isinf.default": _fixed("(float)isinf({a})"),
-    "aten.sign.default": _fixed("(float)(({a} > 0.f) - ({a} < 0.f))"),
-    "aten.floor.default": _fixed("floorf({a})"),
-    "aten.ceil.default": _fixed("ceilf({a})"),
-    "aten.round.default": _fixed("rintf({a})"),
-    "aten.trunc.default": _fixed("truncf({a})"),
-    "aten._to_copy.default": _fixed("{a}"),
-    "prims.convert_element_type.default": _fixed("{a}"),
-    "aten.fill.Scalar": lambda a, k: c_float(a[1]),
+    "aten.clamp_min.Tensor": ("({a} < {b} ? {b} : {a})", None),
+    "aten.clamp_max.Tensor": ("({a} > {b} ? {b} : {a})", None),
+    "aten.maximum.default": ("(({a} != {a} || {a} > {b}) ? {a} : {b})",
+                             "tl.maximum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"),
+    "aten.minimum.default": ("(({a} != {a} || {a} < {b}) ? {a} : {b})",
+                             "tl.minimum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"),
+    "aten.pow.Tensor_Scalar": _both(_pow_scalar),
+    "aten.pow.Tensor_Tensor": ("powf({a}, {b})", "libdevice.pow({a}, {b})"),
+    "aten.where.self": ("({a} != 0.f ? {b} : {c})", "tl.where({a} != 0.0, {b}, {c})"),
+    "aten.masked_fill.Scalar": ("({b} != 0.f ? {c} : {a})", "tl.where({b} != 0.0, {c}, {a})"),
+    "aten.masked_fill.Tensor": ("({b} != 0.f ? {c} : {a})", "tl.where({b} != 0.0, {c}, {a})"),
+    # Comparisons and logic give 1.0 / 0.0 in both dialects.
+    "aten.eq.Scalar": ("(float)({a} == {b})", "({a} == {b}).to(tl.float32)"),
+    "aten.eq.Tensor": ("(float)({a} == {b})", "({a} == {b}).to(tl.float32)"),
+    "aten.ne.Scalar": ("(float)({a} != {b})", "({a} != {b}).to(tl.float32)"),
+    "aten.ne.Tensor": ("(float)({a} != {b})", "({a} != {b}).to(tl.float32)"),
+    "aten.lt.Scalar": ("(float)({a} < {b})", "({a} < {b}).to(tl.float32)"),
+    "aten.lt.Tensor": ("(float)({a} < {b})", "({a} < {b}).to(tl.float32)"),
+    "aten.le.Scalar": ("(float)({a} <= {b})", "({a} <= {b}).to(tl.float32)"),
+    "aten.le.Tensor": ("(float)({a} <= {b})", "({a} <= {b}).to(tl.float32)"),
+    "aten.gt.Scalar": ("(float)({a} > {b})", "({a} > {b}).to(tl.float32)"),
+    "aten.gt.Tensor": ("(float)({a} > {b})", "({a} > {b}).to(tl.float32)"),
+    "aten.ge.Scalar": ("(float)({a} >= {b})", "({a} >= {b}).to(tl.float32)"),
+    "aten.ge.Tensor": ("(float)({a} >= {b})", "({a} >= {b}).to(tl.float32)"),
+    "aten.logical_not.default": ("(float)({a} == 0.f)", "({a} == 0.0).to(tl.float32)"),
+    "aten.bitwise_not.default": ("(float)({a} == 0.f)", "({a} == 0.0).to(tl.float32)"),
+    "aten.logical_and.default": ("(float)({a} != 0.f && {b} != 0.f)", "(({a} != 0.0) & ({b} != 0.0)).to(tl.float32)"),
+    "aten.logical_or.default": ("(float)({a} != 0.f || {b} != 0.f)", "(({a} != 0.0) | ({b} != 0.0)).to(tl.float32)"),
+    "aten.isnan.default": ("(float)({a} != {a})", "({a} != {a}).to(tl.float32)"),
+    "aten.isinf.default": ("(float)isinf({a})", "(tl.abs({a}) == _INF).to(tl.float32)"),
+    "aten.sign.default": ("(float)(({a} > 0.f) - ({a} < 0.f))",
+                          "(({a} > 0.0).to(tl.float32) - ({a} < 0.0).to(tl.float32))"),
+    "aten.floor.default": ("floorf({a})", "tl.floor({a})"),
+    "aten.ceil.default": ("ceilf({a})", "tl.ceil({a})"),
+    "aten.round.default": ("rintf({a})", "libdevice.rint({a})"),
+    "aten.trunc.default": ("truncf({a})", "tl.where({a} < 0.0, tl.ceil({a}), tl.floor({a}))"),
+    "aten._to_copy.default": _both("{a}"),
+    "prims.convert_element_type.default": _both("{a}"),
+    "aten.fill.Scalar": (lambda d, a, k: d.literal(a[1]), None),
 }
+
+
+def pointwise_table(dialect: Dialect) -> dict[str, Callable[[list, dict], str]]:
+    """op -> function(args, kwargs) -> the dialect's template over {a} {b} {c}."""
+    table: dict[str, Callable[[list, dict], str]] = {}
+    for op, forms in TEMPLATES.items():
+        form = forms[dialect.column]
+        if isinstance(form, str):
+            table[op] = lambda args, kw, text=form: text
+        elif form is not None:
+            table[op] = lambda args, kw, make=form: make(dialect, args, kw)
+    return table
+
+
+CUDA = Dialect(
+    column=0, literal=c_float, zero="0.f", one="1.f",
+    select=lambda c, x, y: f"({c} ? {x} : {y})",
+    at_least=lambda e, v: f"({e} < {v} ? {v} : {e})",
+    at_most=lambda e, v: f"({e} > {v} ? {v} : {e})",
+    fn={"exp": "expf", "expm1": "expm1f", "log1p": "log1pf", "tanh": "tanhf", "erf": "erff", "sqrt": "sqrtf",
+        "pow": "powf", "floor": "floorf", "trunc": "truncf"},
+)
+POINTWISE = pointwise_table(CUDA)
 
 _NORMAL_MIN = 1.1754943508222875e-38
 _FLOAT_MAX = 3.4028234663852886e38
@@ -306,7 +345,8 @@ def _fast_elu(args, kw, half: bool) -> str:
 
 
 def _fast_clamp(args, kw) -> str:
-    return _clamp_with(args, kw, lambda e, v: f"stitch_max_nan({e}, {v})", lambda e, v: f"stitch_min_nan({e}, {v})")
+    return bounded(*clamp_bounds(args, kw), c_float, lambda e, v: f"stitch_max_nan({e}, {v})",
+                   lambda e, v: f"stitch_min_nan({e}, {v})")
 
 
 # Cheaper expressions the pointwise kernels use where a value does not feed a comparison or rounding (see

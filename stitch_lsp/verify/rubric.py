@@ -20,7 +20,7 @@ from stitch_lsp.analysis.cuda_analysis import analyze_cuda
 from stitch_lsp.findings import Finding, Range, Severity
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import HackFlag, RubricScore, Verdict, VerdictStatus
-from stitch_lsp.verify.anti_hacking import cuda_flags, settled_by_run
+from stitch_lsp.verify.anti_hacking import cuda_flags, dotted_name, settled_by_run
 from stitch_lsp.verify.anti_hacking import static_flags as module_flags
 
 ANTI_HACKING = "anti_hacking"
@@ -229,24 +229,13 @@ def pytorch_compute_calls(module_source: str) -> list[tuple[str, int]]:
                     found.append(("@", node.lineno - 1))
                 if not isinstance(node, ast.Call):
                     continue
-                name = _dotted(node.func)
-                if not name:
+                name = dotted_name(node.func)
+                if not name or "()" in name:  # a chain off a call's result is not a PyTorch op by name
                     continue
                 head, _, last = name.rpartition(".")
                 if head.split(".")[0] in {"torch", "F", "nn"} and last not in BOOKKEEPING:
                     found.append((name, node.lineno - 1))
     return found
-
-
-def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
 
 
 # -- skill compliance -------------------------------------------------------------------------
