@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from stitch_lsp.plan import op_table  # noqa: E402
+from stitch_lsp.coders import conv_layouts  # noqa: E402
 from stitch_lsp.plan.planner import make_plan  # noqa: E402
 from stitch_lsp.coders.template import lower  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
@@ -227,7 +228,7 @@ def run_dir(directory: Path, args) -> list[dict]:
             if not reply.ok or reply.graph is None:
                 row.update(status="trace failed", blocking=[reply.message])
             else:
-                plan = make_plan(Task(name=path.stem, source=source), reply.graph)
+                plan = make_plan(Task(name=path.stem, source=source), reply.graph, layouts=conv_layouts)
                 t1 = time.perf_counter()
                 program = lower(reply.graph)
                 row["lower_s"] = round(time.perf_counter() - t1, 2)

@@ -175,11 +175,12 @@ def test_the_input_transpose_copies_every_value_bit_for_bit(dtype, tmp_path, mon
 
 
 def test_plan_says_which_layout_runs():
+    from stitch_lsp.coders import conv_layouts
     from stitch_lsp.plan.planner import describe, make_plan
     from stitch_lsp.worker.trace_handler import trace_task
 
     source = CASES["conv2d-bias-clamp-sigmoid"]
-    text = describe(make_plan(Task(name="t", source=source), trace_task(source).graph))
+    text = describe(make_plan(Task(name="t", source=source), trace_task(source).graph, layouts=conv_layouts))
     assert "convolution in channels-last; the tail kernel reads it transposed" in text, text
 
 
