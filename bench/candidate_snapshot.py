@@ -2,7 +2,8 @@
 
     PYTHONPATH=. python bench/candidate_snapshot.py bench/tasks ../shared/corpora/kernelbench/level1 \\
         ../shared/corpora/kernelbench/level2 --out /tmp/snap_before [--tiles gemm_tiles.json]
-    diff -r /tmp/snap_before /tmp/snap_after   # or compare the two MANIFEST files
+    PYTHONPATH=. python bench/candidate_snapshot.py --compare /tmp/snap_before /tmp/snap_after \
+        [--renamed stitch_lsp.agents.template_coder=stitch_lsp.coders.template]
 
 Each task goes through the fuse service (``fuse_task``) exactly as ``stitch fuse --no-verify`` and
 ``stitch bench --coder template`` send it: plan, template Coder, the files kept under
@@ -77,13 +78,49 @@ def manifest(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compare(before: Path, after: Path, renamed: list[tuple[str, str]]) -> int:
+    """0 when every file of the two snapshots is the same, byte for byte, once each module path ``renamed``
+    (a generated module names the one it re-lowers itself with) is read as the new one."""
+    names = sorted(({p.relative_to(before) for p in before.rglob("*") if p.is_file()}
+                    | {p.relative_to(after) for p in after.rglob("*") if p.is_file()}) - {Path("MANIFEST")})
+    same = by_rename = 0
+    differ = []
+    for name in names:
+        a, b = before / name, after / name
+        if not (a.exists() and b.exists()):
+            differ.append(f"{name}: only in {'after' if b.exists() else 'before'}")
+            continue
+        old, new = a.read_bytes(), b.read_bytes()
+        if old == new:
+            same += 1
+            continue
+        for was, now in renamed:
+            old = old.replace(was.encode(), now.encode())
+        if old == new:
+            by_rename += 1
+        else:
+            differ.append(f"{name}: differs")
+    print(f"{len(names)} files: {same} identical, {by_rename} identical but for the renamed module paths, "
+          f"{len(differ)} different")
+    for line in differ[:50]:
+        print("  " + line)
+    return 1 if differ else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dirs", nargs="+", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("dirs", nargs="*", type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--renamed", action="append", default=[], metavar="OLD=NEW",
+                        help="a module path a generated module names that moved (repeatable)")
     parser.add_argument("--tiles", type=Path, default=Path(__file__).with_name("candidate_snapshot_tiles.json"),
                         help="the .stitch/gemm_tiles.json to plan with (default: two measured GEMM tiles of bench/tasks)")
     args = parser.parse_args()
+    if args.compare:
+        return compare(*args.compare, [tuple(r.split("=", 1)) for r in args.renamed])
+    if not args.dirs or args.out is None:
+        parser.error("give the task folders and --out (or --compare BEFORE AFTER)")
     for key in [k for k in os.environ if k.startswith("STITCH_")]:
         del os.environ[key]
     fuse_service.trace = _trace_here
