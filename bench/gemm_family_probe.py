@@ -70,7 +70,8 @@ def main() -> int:
 
     from stitch_lsp.coders.template import candidate_module, lower
     from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
-    from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, record, tune_cases
+    from stitch_lsp.coders.template.gemm_tune import tune_cases
+    from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, record
     from stitch_lsp.contract.gemm_tune import TuneRequest
     from stitch_lsp.pipeline import Task
     from stitch_lsp.serde import to_dict

@@ -15,8 +15,9 @@ import pytest
 from stitch_lsp.coders.template import candidate_module, lower
 from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
 from stitch_lsp.plan.gemm_tiles import (
-    CACHE_VERSION, GemmOptions, TileCache, TileEntry, candidates, problem_key, record, table_tile, tune_cases,
+    CACHE_VERSION, GemmOptions, TileCache, TileEntry, candidates, problem_key, record, table_tile,
 )
+from stitch_lsp.coders.template.gemm_tune import tune_cases
 from stitch_lsp.coders.template.program import program_data
 from stitch_lsp.contract.gemm_tune import TuneReply, TuneResult
 from gemm_interpret_cases import INTERPRETED, task  # noqa: E402 - the cases, shared with the interpreter run

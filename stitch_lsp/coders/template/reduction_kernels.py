@@ -27,7 +27,8 @@ Four shapes, chosen by where the rows lie and how many there are:
   partial results in shared memory; every pass, and the outputs, loop over the row again (from
   L1 / L2).
 
-Everything reduces in fp32. Shapes are the Task's (concrete): sizes are compile-time constants.
+Everything reduces in fp32. Shapes are the Task's (concrete): sizes are compile-time constants. Which
+shape a group takes is ``reductions.reduction_kernels``' choice (it reads this module's figures).
 """
 
 from __future__ import annotations
