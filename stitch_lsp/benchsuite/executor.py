@@ -88,12 +88,3 @@ class LocalExecutor:
 
     def close(self) -> None:
         return None
-
-
-def make_executor(cluster: str | None, gpus: int | None = None) -> Executor:
-    """``cluster``: None for this machine; a Ray address (``ray://HOST:PORT``, ``HOST:PORT``, ``auto``)."""
-    if cluster is None:
-        return LocalExecutor(gpus)
-    from stitch_lsp.benchsuite.ray_executor import RayExecutor
-
-    return RayExecutor(cluster, gpus=gpus)

@@ -95,7 +95,7 @@ def misses_goal(verdict: Any, task: BenchTask | None, copy_gbs: float | None) ->
 def library_bound(candidate: Any) -> bool:
     """The candidate calls a GEMM, a convolution or attention: a compute-bound library call that the
     template Coder's kernels (its tail) cannot speed up."""
-    from stitch_lsp.agents.library_calls import library_kind
+    from stitch_lsp.plan.library_calls import library_kind
 
     calls = list(getattr(candidate, "library_calls", None) or [])
     return any(library_kind(label.split(" ")[0]) in ("gemm", "conv", "attention") for label in calls)
@@ -117,7 +117,7 @@ class OptionsVerifier:
         self.copy_gbs: float | None = None
 
     def verify(self, reference_source: str, candidate: Any, options: Any = None, **kwargs: Any) -> Any:
-        from stitch_lsp.verify.options import VerifyOptions
+        from stitch_lsp.contract.verify import VerifyOptions
 
         options = attrs.evolve(options or VerifyOptions(), profile=self.profile_mode == "all", sanitize=self.sanitize)
         if self.no_cache:
@@ -138,7 +138,7 @@ class OptionsVerifier:
     def _profile(self, reference_source: str, candidate: Any, options: Any, cancel: Any) -> Any:
         # The candidate's kernels say why it misses; the reference's profile would double the time.
         from stitch_lsp.verify import nsight
-        from stitch_lsp.verify.options import VerifyJob
+        from stitch_lsp.contract.verify import VerifyJob
         from stitch_lsp.verify.service import materialise
 
         ref_path, cand_path, cuda_paths = materialise(self._inner.workdir, reference_source, candidate)
@@ -172,7 +172,7 @@ def pipeline_task(task: BenchTask) -> Task:
 def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToken,
              report: Reporter) -> tuple[TaskResult, TaskDetail]:
     try:
-        from stitch_lsp.agents.fuse_service import fuse_task
+        from stitch_lsp.fuse.service import fuse_task
     except ImportError as exc:
         raise RuntimeError(f"the fuse service is not available in this build ({exc})") from exc
     checker = verifier(settings)

@@ -11,7 +11,7 @@ from typing import Callable, Sequence, TextIO
 from attrs import define, field
 
 from stitch_lsp import __version__
-from stitch_lsp.benchsuite.executor import Executor, ExecutorError, WorkerSpec, make_executor
+from stitch_lsp.benchsuite.executor import Executor, ExecutorError, LocalExecutor, WorkerSpec
 from stitch_lsp.benchsuite.results import BenchReport, GpuInfo, RunInfo, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.scheduler import Worker, run_tasks
 from stitch_lsp.benchsuite.stage_clock import top_steps
@@ -273,3 +273,13 @@ def _describe_filter(flt: TaskFilter, part: tuple[int, int] | None = None) -> st
     if part is not None:
         parts.append(f"part {part[0]}/{part[1]}")
     return "; ".join(parts)
+
+
+def make_executor(cluster: str | None, gpus: int | None = None) -> Executor:
+    """Which executor runs a bench. ``cluster``: None for this machine; a Ray address (``ray://HOST:PORT``,
+    ``HOST:PORT``, ``auto``): the Ray executor's module is imported only then."""
+    if cluster is None:
+        return LocalExecutor(gpus)
+    from stitch_lsp.benchsuite.ray_executor import RayExecutor
+
+    return RayExecutor(cluster, gpus=gpus)

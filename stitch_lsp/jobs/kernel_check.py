@@ -172,7 +172,7 @@ class KernelChecker:
             when = f", measured {hit.measured_at}" if hit.measured_at else ""
             report(ProgressEvent("cached", f"same kernel, reference, GPU and toolchain{when}", 100))
             return CheckResult(hit, cached=True, key=key)
-        from stitch_lsp.verify.options import VerifyOptions
+        from stitch_lsp.contract.verify import VerifyOptions
 
         s = self.settings
         options = VerifyOptions(

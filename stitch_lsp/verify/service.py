@@ -21,7 +21,7 @@ from stitch_lsp.serde import from_dict, from_json, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
 from stitch_lsp.verify.anti_hacking import cuda_flags, settled_by_run, shape_literal_flags, static_flags
-from stitch_lsp.verify.options import VerifyJob, VerifyOptions
+from stitch_lsp.contract.verify import VerifyJob, VerifyOptions
 from stitch_lsp.verify.spill_report import SpillReport
 from stitch_lsp.verify.worker_pool import WorkerDied, WorkerError, WorkerPool
 

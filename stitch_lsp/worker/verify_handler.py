@@ -36,8 +36,8 @@ from stitch_lsp.verdict import (
     Verdict,
     VerdictStatus,
 )
-from stitch_lsp.verify import memory_plan as mp
-from stitch_lsp.verify.options import VerifyJob, VerifyOptions
+from stitch_lsp.contract import memory_plan as mp
+from stitch_lsp.contract.verify import VerifyJob, VerifyOptions
 from stitch_lsp.worker import accuracy as acc
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.basic_handlers import describe_device
