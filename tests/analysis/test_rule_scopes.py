@@ -130,3 +130,22 @@ void run(float* y, int n, int type) {
     a = CudaAnalyzer("dispatch2.cu").analyze(src)
     assert [(l.kernel, l.range.start.line) for l in a.launches] == [("k", 3)]
     assert not [f for f in a.findings if f.code == "parse"]  # modelled, nothing skipped
+
+
+def test_unknown_statement_may_be_the_bounds_check():
+    # The statement tree-sitter cannot read may return early for threads past the end:
+    # the store after it is not called unguarded.
+    src = """template <typename K>
+__global__ void k(float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (typename K::Guard(i).Out(n)) return;
+  y[i] = 0.0f;
+}
+"""
+    a = CudaAnalyzer("guard.cu").analyze(src)
+    assert [f.code for f in a.findings if f.code.startswith("STC")] == []
+    assert [f.range.start.line for f in a.findings if f.code == "parse"] == [3]
+    # One that cannot leave the function is no check.
+    plain = CudaAnalyzer("guard2.cu").analyze(src.replace("if (typename K::Guard(i).Out(n)) return;",
+                                                          "typename K::Guard(i).Touch(n);"))
+    assert [(f.code, f.range.start.line) for f in plain.findings if f.code.startswith("STC")] == [("STC001", 4)]
