@@ -16,6 +16,8 @@ survives, always in place (the same bytes, lines and columns: see ``cuda_preproc
   ``DISPATCH_*``, ``BOOL_SWITCH``) take their body as a lambda, which tree-sitter reads:
   the body is analysed like any other code. A macro whose argument is a bare block
   (``MY_DISPATCH(t, T, { ... });``) is handled by ``cuda_repair``: the block stays.
+* **Extended lambdas** (``[=] __device__ (int i) { ... }``): the execution space after the
+  capture list is blanked, so the lambda is read like any other.
 * **Launch checks** (``C10_CUDA_KERNEL_LAUNCH_CHECK()``, ``C10_CUDA_CHECK``,
   ``AT_CUDA_CHECK``, ``CUDA_CHECK``): checks of the launch status (``cuda_flow``), also
   when written without their ``;``.
@@ -64,11 +66,19 @@ _DECL_START = re.compile(rb"[ \t]*(?:__global__|__device__|__host__|__forceinlin
                          rb"__launch_bounds__|[A-Za-z_]\w*[ \t]+[A-Za-z_]\w*[ \t]*\()")
 
 
+# `[=] __device__ (int i) { ... }`: an extended lambda's execution space, which tree-sitter
+# cannot read after the capture list (blanked: the body is read as an ordinary lambda).
+_LAMBDA_SPACE = re.compile(rb"\][ \t]*((?:__host__[ \t]+)?__device__|__host__)\b")
+
+
 def rewrite_attributes(src: bytes, out: bytearray) -> bool:
     """Attribute macros rewritten in ``out`` (same length); whether any was found."""
-    if _HINTS.search(src) is None:
-        return False
     found = False
+    for m in _LAMBDA_SPACE.finditer(src):
+        found = True
+        out[m.start(1):m.end(1)] = b" " * (m.end(1) - m.start(1))
+    if _HINTS.search(src) is None:
+        return found
     for m in _ATTRIBUTE_RE.finditer(src):
         found = True
         if m.group(1) is not None:

@@ -14,7 +14,7 @@ from stitch_lsp.analysis.cuda_facts import FunctionFacts
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
 from stitch_lsp.analysis.rules.bounds import global_accesses, grid_index, per_thread_slot, suggest_guard, wrap_fix
 from stitch_lsp.analysis.rules.guards import _exit_table, comparisons, is_check, kernel_traits, tail_guards
-from stitch_lsp.analysis.rules.stc001_unguarded_global_write import advice, unguarded
+from stitch_lsp.analysis.rules.stc001_unguarded_global_write import advice, constexpr_branch, unguarded
 from stitch_lsp.findings import Severity
 
 
@@ -34,7 +34,7 @@ class UnguardedGlobalRead(Rule):
             return  # STC001 reports the store; its guard covers these reads
         seen: set[str] = set()
         for a in accesses:
-            if not a.is_read:
+            if not a.is_read or constexpr_branch(facts, a.node.start_byte):
                 continue
             key = f"{a.base}[{a.index_text}]"
             if key in seen:
