@@ -44,6 +44,30 @@ CASES = (
   y[t] = s[t];
 }""",
         tool="synccheck", launch="fold<<<1, 256>>>(y);"),
+    # The same with a condition that splits a warp (threads 96..99 take the branch, 100..127
+    # do not): synccheck's divergence check is per warp on sm_70 and newer.
+    ScopeCase(
+        "divergent_barrier_in_warp", "STC002",
+        bad="""__global__ void fold100(float* y) {
+  __shared__ float s[256];
+  int t = threadIdx.x;
+  s[t] = y[t];
+  if (t < 100) {
+    /*!*/__syncthreads();
+    s[t] += s[t + 100];
+  }
+  y[t] = s[t];
+}""",
+        good="""__global__ void fold100(float* y) {
+  __shared__ float s[256];
+  int t = threadIdx.x;
+  s[t] = y[t];
+  __syncthreads();
+  if (t < 100) s[t] += s[t + 100];
+  __syncthreads();
+  y[t] = s[t];
+}""",
+        tool="synccheck", launch="fold100<<<1, 256>>>(y);"),
     # A pointer to the thread's own row of a shared array: nothing another thread writes.
     # Through a pointer to the whole array, the neighbour's slot is read with no barrier.
     ScopeCase(
