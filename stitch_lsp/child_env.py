@@ -84,8 +84,8 @@ def worker_env(extra: Mapping[str, str] | None = None, *, source: Mapping[str, s
 def llm_worker_env(api_key: str | None, extra: Mapping[str, str] | None = None, *,
                    source: Mapping[str, str] | None = None) -> dict[str, str]:
     """``worker_env`` plus the Anthropic key: only for a child that runs the LLM Coder itself (a bench
-    shard), which takes it out of its own environment at start (``llm_key.KEYS.adopt_environment``)
-    so nothing it starts inherits it."""
+    shard running the llm or auto Coder). What that child starts gets ``worker_env`` again, so the key
+    goes no further."""
     env = worker_env(extra, source=source)
     if api_key:
         env[ANTHROPIC_KEY] = api_key

@@ -57,6 +57,7 @@ CLASSIFICATION: dict[str, tuple[str, str]] = {
     "rounds": (SAFE, "a number"),
     "candidates_per_round": (SAFE, "a number"),
     "gemm": (SAFE, "a choice between built-in GEMM paths"),
+    "compile_mode": (SAFE, "a choice between torch.compile modes for the timing baseline"),
     "token_budget": (SAFE, "a number"),
     "target_speedup": (SAFE, "a number"),
     "judge": (SAFE, "a switch"),

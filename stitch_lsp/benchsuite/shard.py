@@ -36,7 +36,6 @@ from stitch_lsp.benchsuite.results import (
 )
 from stitch_lsp.benchsuite.stage_clock import StageClock
 from stitch_lsp.benchsuite.tasks import BenchTask
-from stitch_lsp.agents.llm_key import KEYS
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent
 from stitch_lsp.child_env import ANTHROPIC_KEY, llm_worker_env
 from stitch_lsp.serde import from_dict, to_dict
@@ -58,9 +57,6 @@ def _child_main(argv: list[str]) -> int:
     parser.add_argument("--slot", default="")
     parser.add_argument("--options", default="{}", help="JSON keyword arguments for the backend's configure()")
     args = parser.parse_args(argv)
-    # The key (present only for an LLM Coder run) lives in memory from here: nothing this shard
-    # starts (the Verifier's worker, the candidate's code) inherits it.
-    KEYS.adopt_environment()
 
     # The protocol owns the real stdout; anything else printed (by a library, a
     # candidate, a child process) goes to stderr, which the parent logs.
@@ -113,7 +109,7 @@ def _child_main(argv: list[str]) -> int:
                       "detail": to_dict(detail) if detail is not None else None})
             elif kind == "verify":
                 from stitch_lsp.pipeline import Candidate
-                from stitch_lsp.verify.options import VerifyOptions
+                from stitch_lsp.contract.verify import VerifyOptions
 
                 options = from_dict(message["options"], VerifyOptions) if message.get("options") else None
                 try:
@@ -189,10 +185,9 @@ class ShardWorker:
     # -- process management
     def _env(self) -> dict[str, str]:
         # Allowlisted (child_env); the Anthropic key only for a shard whose Coder may call the API.
-        key = None
-        if self.coder != "template":
-            held = KEYS.get()
-            key = held.reveal() if held is not None else self.base_env.get(ANTHROPIC_KEY)
+        # (What this shard starts in turn, the Verifier's worker above all, gets an allowlisted
+        # environment again: the key goes no further.)
+        key = self.base_env.get(ANTHROPIC_KEY) if self.coder != "template" else None
         env = llm_worker_env(key, self.settings.extra_env, source=self.base_env)
         if self.device not in ("", "cpu"):
             env["CUDA_VISIBLE_DEVICES"] = self.device
