@@ -20,7 +20,7 @@ from stitch_lsp.nvcc_options import known, table, takes_value
 from stitch_lsp.settings import NUMBER_RANGES, Layer, read_settings
 from stitch_lsp.verify.worker_pool import WorkerDied
 from stitch_lsp.workspace_trust import camel, inside_workspace, screen_flags
-from tests.lsp.harness import open_doc, running_server, server_env, server_info, wait_until
+from tests.lsp.harness import open_doc, running_server, server_env, server_info
 from tests.security.test_workspace_trust import KERNEL, save_and_wait, user_nvcc
 
 

@@ -11,7 +11,6 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from lsprotocol import types as lsp
 
