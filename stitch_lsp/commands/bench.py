@@ -22,7 +22,7 @@ from stitch_lsp.benchsuite.table import render
 from stitch_lsp.benchsuite.tasks import TaskFileError, TaskFilter
 from stitch_lsp.serde import to_json
 from stitch_lsp.commands.workspace_settings import tell
-from stitch_lsp.settings import Layer, from_pyproject, read_settings
+from stitch_lsp.settings import Layer, Settings, from_pyproject, read_settings
 
 CODERS = ("template", "llm", "auto")
 
