@@ -21,7 +21,8 @@ from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, list_tasks, ru
 from stitch_lsp.benchsuite.table import render
 from stitch_lsp.benchsuite.tasks import TaskFileError, TaskFilter
 from stitch_lsp.serde import to_json
-from stitch_lsp.settings import Settings, from_pyproject, merge
+from stitch_lsp.commands.workspace_settings import tell
+from stitch_lsp.settings import Layer, Settings, from_pyproject, read_settings
 
 CODERS = ("template", "llm", "auto")
 
@@ -116,7 +117,10 @@ def _run_dir(args) -> Path:
 
 
 def run(args) -> int:
-    settings, _ = merge(Settings(), from_pyproject(Path.cwd()))
+    # Benchmarking means running the task files and generated kernels: asking for it is the trust.
+    built = read_settings([Layer("pyproject.toml", from_pyproject(Path.cwd()), True)], root=Path.cwd(), trusted=True)
+    tell(built, "bench")
+    settings = built.settings
     coder = args.coder or settings.coder or "auto"
     # Benchmarking means running the task files and generated kernels: asking for it is the trust.
     settings = settings.replace(trusted=True, gpu_index=0, coder=coder)

@@ -9,7 +9,8 @@ from pathlib import Path
 from stitch_lsp.cancellation import CancelToken, ProgressEvent
 from stitch_lsp.pipeline import Candidate
 from stitch_lsp.serde import to_json
-from stitch_lsp.settings import Settings
+from stitch_lsp.commands.workspace_settings import tell
+from stitch_lsp.settings import Settings, with_overrides
 from stitch_lsp.verdict import Verdict, VerdictStatus
 
 EXIT_CORRECT = 0
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"stitch verify: cannot read the input: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    checked = with_overrides(Settings(), {"verify_timeout_s": args.timeout, "gpu_index": args.gpu})
+    tell(checked, "verify")
+    args.timeout, args.gpu = checked.settings.verify_timeout_s, checked.settings.gpu_index
     options = VerifyOptions(trials=args.trials, timing=not args.no_timing, profile=args.profile,
                             sanitize=args.sanitize, timeout_s=args.timeout, gpu_index=args.gpu,
                             compile_baseline=not args.no_compile_baseline, device=args.device,
