@@ -222,7 +222,11 @@ def _encode(value: Any) -> Any:
         return [_encode(v) for v in value]
     if isinstance(value, torch.dtype):
         return {"$dtype": _dtype_name(value)}
-    if isinstance(value, (torch.layout, torch.memory_format)):
+    if isinstance(value, torch.memory_format):
+        # Kept: ``.contiguous()`` is traced as a clone in ``contiguous_format``, and a clone that preserved a
+        # permuted input's strides instead would make the next ``view`` fail.
+        return {"$memory_format": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.layout):
         return None
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
@@ -376,6 +380,13 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
         else:
             graph.inputs.append(GraphInput(node.name, "input", "", tensor_positions[i - n_state], shape, dtype, exprs))
     graph.scalars = [ScalarInput(i, v) for i, v in sorted(scalars.items())]
+    from stitch_lsp.worker.buffer_values import buffer_triangles
+
+    init_args, init_kwargs = args, kwargs  # the constructor's arguments (``args`` is reused below)
+    triangles = buffer_triangles(lambda: module.Model(*init_args, **init_kwargs), model)
+    for gi in graph.inputs:
+        if gi.role == "buffer" and gi.path in triangles:
+            gi.triangle = triangles[gi.path]
     attention: dict[str, bool] = {}
     for node in gm.graph.nodes:
         if node.op == "call_function":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from attrs import define, field
 
 from stitch_lsp.agents import library_calls, op_table
+from stitch_lsp.agents.attention import fold_attention
 from stitch_lsp.agents.fusion import Group, simplify, split, split_tail, split_windows
 from stitch_lsp.agents.template_coder.conv_tail import conv_layouts, input_kernel, reduction_tail, tail_kernel
 from stitch_lsp.agents.template_coder.emitter import Unsupported
@@ -77,12 +78,14 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
     a convolution with a pointwise tail may run in channels-last (None: ``STITCH_CONV_LAYOUT``, default on)."""
     source = graph
     gemm = gemm or default_options()
-    graph, _ = fuse_gemms(simplify(graph), gemm.choose)
+    graph, attention, _ = fold_attention(simplify(graph))
+    graph, _ = fuse_gemms(graph, gemm.choose)
     graph, folded = fold_library_epilogues(graph)
     graph, moved = split_conv_bias(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded) + moved, library_fusions=folded,
+    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in attention] + list(folded) + moved,
+                             library_fusions=folded,
                              source_graph=source, gemm_mode=gemm.mode,
                              conv_layout="nchw" if channels_last is False else "")
     layouts = conv_layouts(graph, groups, index, channels_last)

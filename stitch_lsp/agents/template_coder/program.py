@@ -19,6 +19,7 @@ from typing import Any
 
 from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.agents.template_coder.lower import LoweredProgram, lower
+from stitch_lsp.agents.template_coder.strides import checked_views
 from stitch_lsp.op_graph import OpGraph, specialise
 from stitch_lsp.serde import from_json, to_json
 
@@ -58,7 +59,7 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                     extra["convert"] = {"kernel": c.name, "grid": c.grid, "block": c.block,
                                         "shape": list(c.scratch[c.outputs[0]][0])}
             steps.append({"op": node.op, "name": n, "args": node.args, "kwargs": node.kwargs, **extra})
-    steps = _linear_calls(steps, set(graph.outputs))
+    steps = checked_views(_linear_calls(steps, set(graph.outputs)))
     return {
         "inputs": [i.name for i in graph.inputs],
         "checks": [[list(i.shape), i.dtype] for i in graph.inputs],
