@@ -207,6 +207,17 @@ def _triangle(g: _Graph, name: str | None, depth: int = 0) -> tuple[str, str] | 
         if node.op == "aten.triu.default" and k == 1:
             return STRICT_UPPER, "triu(1) of ones made in forward"
         return None
+    if node.op in _COMPARE:
+        return _index_triangle(g, node)
+    if node.op == "aten.where.self":
+        # where(cond, c1, c0) with constants: nonzero where cond holds when c1 != 0 == c0 (tril's decomposition).
+        raw = g.raw[node.name]
+        cond = raw[0].get("$") if isinstance(raw[0], dict) else None
+        a, b = _constant(g, raw[1]), _constant(g, raw[2])
+        found = _triangle(g, cond, depth + 1)
+        if found is None or a is None or b is None or (a == 0) == (b == 0):
+            return None
+        return (found[0] if b == 0 else _OTHER[found[0]]), found[1]
     if node.op == "aten.slice.Tensor":
         src = g.node(g.ref(node))
         if src is None:
@@ -230,6 +241,56 @@ def _triangle(g: _Graph, name: str | None, depth: int = 0) -> tuple[str, str] | 
     if node.op in _INVERT:
         found = _triangle(g, g.ref(node), depth + 1)
         return (_OTHER[found[0]], found[1]) if found else None
+    return None
+
+
+_COMPARE = {"aten.ge.Scalar", "aten.gt.Scalar", "aten.le.Scalar", "aten.lt.Scalar"}
+
+
+def _constant(g: _Graph, value: Any) -> float | None:
+    """A number, or a tensor filled with one (``full`` / ``scalar_tensor``), as a float."""
+    v = _num(value)
+    if v is not None:
+        return _hint(v)
+    node = g.node(value.get("$")) if isinstance(value, dict) else None
+    if node is None or node.op not in ("aten.scalar_tensor.default", "aten.full.default"):
+        return None
+    args = node.args
+    fill = args[0] if node.op == "aten.scalar_tensor.default" else (args[1] if len(args) > 1 else None)
+    return _hint(fill) if _num(fill) is not None else None
+
+
+def _arange_along(g: _Graph, name: str | None, dim: int) -> bool:
+    """``name`` is ``arange(0, n)`` (step 1) laid along dimension ``dim`` (-2: rows vary, -1: columns vary)
+    of a 2-D index grid: ``arange(n).unsqueeze(-1)`` varies down the rows."""
+    node = g.node(name)
+    if node is None or node.op != "aten.unsqueeze.default" or len(node.shape) != 2:
+        return False
+    src = g.node(g.ref(node))
+    if src is None or not src.op.startswith("aten.arange"):
+        return False
+    args = src.args
+    start = args[0] if src.op != "aten.arange.default" and len(args) > 1 else 0
+    step = args[2] if src.op == "aten.arange.start_step" and len(args) > 2 else 1
+    varies = 0 if node.shape[1] == 1 else 1  # (n, 1): varies down the rows; (1, n): along the columns
+    return start == 0 and step == 1 and varies == (0 if dim == -2 else 1)
+
+
+def _index_triangle(g: _Graph, node: OpNode) -> tuple[str, str] | None:
+    """``(j - i) >= 1`` and the like, as tril / triu decompose: j the column index, i the row index."""
+    diff = g.node(g.ref(node))
+    k = _num(node.args[1]) if len(node.args) > 1 else None
+    if diff is None or diff.op != "aten.sub.Tensor" or k is None:
+        return None
+    if not (_arange_along(g, g.ref(diff, 0), -1) and _arange_along(g, g.ref(diff, 1), -2)):
+        return None
+    k = _hint(k)
+    above = {"aten.ge.Scalar": k == 1, "aten.gt.Scalar": k == 0}.get(node.op, False)
+    on_or_below = {"aten.le.Scalar": k == 0, "aten.lt.Scalar": k == 1}.get(node.op, False)
+    if above:
+        return STRICT_UPPER, "a triangle of ones made in forward"
+    if on_or_below:
+        return LOWER, "a triangle of ones made in forward"
     return None
 
 
