@@ -43,9 +43,13 @@ class WorkerSpec:
     profile: str = "all"
     sanitize: bool = False
     task_timeout_s: float = 900.0
+    precision: str = "fp32"
 
     def backend_options(self, workdir: Path) -> dict[str, Any]:
-        return {"workdir": str(workdir), "profile": self.profile, "sanitize": self.sanitize}
+        options = {"workdir": str(workdir), "profile": self.profile, "sanitize": self.sanitize}
+        if self.precision != "fp32":  # named only when asked for: backends written before it take the default
+            options["precision"] = self.precision
+        return options
 
 
 class Executor(Protocol):
