@@ -328,6 +328,11 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
                 inputs = [x if isinstance(x, (bool, int, float)) else next(shaped, x) for x in inputs]
     except Exception as exc:
         return TraceReply(ok=False, message=f"building the task's model failed: {type(exc).__name__}: {exc}")
+    from stitch_lsp.worker.module_state import plain_trace_error, state_problem
+
+    problem = state_problem(model, task_source)
+    if problem:
+        return TraceReply(ok=False, message=problem)
     scalars: dict[int, Any] = {}
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
@@ -361,7 +366,8 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
             with _as_on_cuda():
                 gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="fake")(*flat)
         except Exception as exc:
-            return TraceReply(ok=False, message=f"tracing Model.forward failed: {type(exc).__name__}: {exc}")
+            why = state_problem(model, task_source, reads=True) or plain_trace_error(exc)
+            return TraceReply(ok=False, message=f"tracing Model.forward failed: {why}")
 
     # Values nothing reads (the reserve buffer of a batch norm's eager path, say); copies into inputs stay.
     gm.graph.eliminate_dead_code()
