@@ -14,6 +14,7 @@ from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, default_opt
 from stitch_lsp.agents.template_coder.kernels import KernelSpec, pointwise_kernel, window_kernel
 from stitch_lsp.agents.template_coder.reduction_kernels import reduction_kernels
 from stitch_lsp.agents.template_coder.scan_kernel import scan_kernel
+from stitch_lsp.agents.template_coder.size_split import split_by_size
 from stitch_lsp.agents.template_coder.library_call import describe as describe_library, lower_library
 from stitch_lsp.agents.template_coder.conv_bias import split_conv_bias
 from stitch_lsp.agents.template_coder.library_epilogue import fold_library_epilogues
@@ -107,6 +108,12 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
                 else:
                     specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
             except Unsupported as exc:
+                parts = split_by_size(group, index) if group.kind == "pointwise" else None
+                if parts:
+                    # One kernel per output size, each recomputing what it needs from the group's inputs.
+                    program.notes.append(f"group {group.index} (pointwise): {exc}; one kernel per output size")
+                    pending[:0] = parts
+                    continue
                 parts = split_windows(group, index) if group.kind == "window" else None
                 if parts:
                     # Each pooling op in a kernel of its own, the pointwise work between them in others.
