@@ -286,6 +286,22 @@ def _as_on_cuda():
         F.scaled_dot_product_attention = original_sdpa
 
 
+def _build_model(module: Any, args: Any, kwargs: dict) -> Any:
+    """``Model(*args, **kwargs)`` on the meta device (inside the caller's ``torch.device("meta")``); a constructor
+    that needs values (``[x.item() for x in torch.linspace(0, rate, depth)]``, as Swin's drop-path rates are
+    made) is built on the CPU instead, with the caller's random state untouched, and moved to the meta device."""
+    import torch
+
+    try:
+        return module.Model(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - only a meta-device failure is retried; the rest is re-raised
+        if "meta" not in str(exc):
+            raise
+    with torch.random.fork_rng(devices=[]), torch.device("cpu"):
+        model = module.Model(*args, **kwargs)
+    return model.to("meta")
+
+
 def trace_task(task_source: str, init: tuple[tuple, dict] | None = None,
                inputs: list[tuple[list[int], str]] | None = None) -> TraceReply:
     """``init``: constructor arguments (args, kwargs) instead of the task's ``get_init_inputs()``;
@@ -320,7 +336,7 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
             args, kwargs = init if init is not None else (module.get_init_inputs(), {})
             # Inference mode, as the Verifier runs the reference: BatchNorm with its running statistics,
             # dropout off (a graph traced in training mode computes something else).
-            model = module.Model(*args, **kwargs).eval()
+            model = _build_model(module, args, kwargs).eval()
             inputs = list(module.get_inputs())
             if specs is not None:
                 # The tensors at the given shapes; numbers forward takes stay the task's (traced as constants).
