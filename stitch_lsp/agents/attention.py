@@ -214,6 +214,8 @@ def _triangle(g: _Graph, name: str | None, depth: int = 0) -> tuple[str, str] | 
         raw = g.raw[node.name]
         cond = raw[0].get("$") if isinstance(raw[0], dict) else None
         a, b = _constant(g, raw[1]), _constant(g, raw[2])
+        if cond is None or tuple(g.index[cond].shape[-2:]) != tuple(node.shape[-2:]):
+            return None  # a condition broadcast over the rows or columns is no triangle
         found = _triangle(g, cond, depth + 1)
         if found is None or a is None or b is None or (a == 0) == (b == 0):
             return None
@@ -320,6 +322,10 @@ def _mask(g: _Graph, scores: str) -> tuple[str, bool, str, list[str]] | str:
         masked_when, kept = LOWER, raw[1]["$"]
     else:
         return "the masked value is not -inf"
+    cond_node = g.node(cond)
+    if cond_node is None or len(cond_node.shape) < 2 or tuple(cond_node.shape[-2:]) != tuple(node.shape[-2:]):
+        # A mask broadcast over the rows or columns (one row of the triangle for every row) is no causal mask.
+        return "the mask is not a causal triangle the plan can prove (a tril buffer or a tril / triu of ones)"
     tri = _triangle(g, cond)
     if tri is None:
         return "the mask is not a causal triangle the plan can prove (a tril buffer or a tril / triu of ones)"

@@ -187,3 +187,10 @@ def test_the_sdpa_call_follows_the_graph_to_other_shapes():
     data = program_for(to_json(graph), shapes, "cublas")
     (call,) = [s for s in data["steps"] if s.get("op") == SDPA]
     assert call["args"][5] is True
+
+
+def test_one_row_of_a_tril_buffer_broadcast_over_the_rows_is_no_causal_mask():
+    source = block(masking="att = att.masked_fill(self.mask[:, :, :1, :T] == 0, float('-inf'))")
+    plan = plan_of(source)
+    assert attention_groups(plan) == []
+    assert "attention-like block not taken: the mask is not a causal triangle" in "\n".join(plan.notes)
