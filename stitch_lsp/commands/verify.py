@@ -8,7 +8,7 @@ from pathlib import Path
 
 from stitch_lsp.cancellation import CancelToken, ProgressEvent
 from stitch_lsp.pipeline import Candidate
-from stitch_lsp.precision import DEFAULT as DEFAULT_PRECISION, PRECISIONS, cast_source
+from stitch_lsp.task.precision import DEFAULT as DEFAULT_PRECISION, PRECISIONS, cast_source
 from stitch_lsp.serde import to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Verdict, VerdictStatus
@@ -17,6 +17,9 @@ EXIT_CORRECT = 0
 EXIT_NOT_CORRECT = 1
 EXIT_USAGE = 2
 EXIT_NO_GPU = 3
+
+
+from stitch_lsp.contract.verify import COMPILE_MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +35,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds before the worker is killed")
     p.add_argument("--no-timing", action="store_true", help="skip timing")
     p.add_argument("--no-compile-baseline", action="store_true", help="leave torch.compile out of the timing")
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default",
+                   help="torch.compile's mode for the timing baseline (default: default)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="measure again: no verdict cache, no compiled baseline reused from an earlier job")
+    p.add_argument("--timing-budget", type=float, default=1.0, metavar="SECONDS",
+                   help="time cap of the timing rounds; they stop sooner once every ratio's 95%% interval is "
+                        "within ±1.5%% (default 1)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: a test mode for pure-PyTorch candidates without a GPU (no CUDA kernel runs)")
     p.add_argument("--gpu", type=int, default=0, help="GPU index")
@@ -72,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     options = VerifyOptions(trials=args.trials, timing=not args.no_timing, profile=args.profile,
                             sanitize=args.sanitize, timeout_s=args.timeout, gpu_index=args.gpu,
                             compile_baseline=not args.no_compile_baseline, device=args.device,
-                            memory_limit_gib=args.memory_limit, precision=args.precision)
+                            memory_limit_gib=args.memory_limit, compile_mode=args.compile_mode,
+                            use_cache=not args.no_cache, timing_budget_s=args.timing_budget,
+                            precision=args.precision)
     workdir = Path(args.workdir) if args.workdir else Path.cwd() / ".stitch" / "verify"
     settings = Settings(gpu_index=args.gpu)
     verifier = Verifier(settings, workdir)

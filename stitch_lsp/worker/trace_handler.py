@@ -13,7 +13,9 @@ import math
 import types
 from typing import Any
 
-from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode, ScalarInput, TraceReply, TraceRequest
+from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode, ScalarInput
+
+from stitch_lsp.contract.trace import TraceReply, TraceRequest
 from stitch_lsp.serde import from_dict
 
 
@@ -344,7 +346,7 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
                 inputs = [x if isinstance(x, (bool, int, float)) else next(shaped, x) for x in inputs]
     except Exception as exc:
         return TraceReply(ok=False, message=f"building the task's model failed: {type(exc).__name__}: {exc}")
-    from stitch_lsp.worker.module_state import plain_trace_error, state_problem
+    from stitch_lsp.worker.model_facts.module_state import plain_trace_error, state_problem
 
     problem = state_problem(model, task_source)
     if problem:
@@ -402,7 +404,7 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
         else:
             graph.inputs.append(GraphInput(node.name, "input", "", tensor_positions[i - n_state], shape, dtype, exprs))
     graph.scalars = [ScalarInput(i, v) for i, v in sorted(scalars.items())]
-    from stitch_lsp.worker.buffer_values import buffer_triangles
+    from stitch_lsp.worker.model_facts.buffer_values import buffer_triangles
 
     init_args, init_kwargs = args, kwargs  # the constructor's arguments (``args`` is reused below)
     triangles = buffer_triangles(lambda: module.Model(*init_args, **init_kwargs), model)
@@ -465,16 +467,27 @@ def handle(payload: Any, ctx: Any) -> TraceReply:
     request = from_dict(payload, TraceRequest)
     if ctx is not None:
         ctx.progress("planning", "tracing the task")
-    return trace_task(request.task_source)
+    return trace_request(request)
+
+
+def trace_request(request: TraceRequest) -> TraceReply:
+    import ast
+
+    init = ast.literal_eval(request.init) if request.init else None
+    inputs = [(list(shape), dtype) for shape, dtype in request.inputs] if request.inputs is not None else None
+    return trace_task(request.task_source, init=init, inputs=inputs)
 
 
 def main() -> int:
-    """``python -m stitch_lsp.worker.trace_handler < task.py``: the graph as JSON (for debugging)."""
+    """``python -m stitch_lsp.worker.trace_handler < task.py``: the graph as JSON (for debugging);
+    with ``--request``, stdin is a TraceRequest as JSON."""
     import sys
 
-    from stitch_lsp.serde import to_json
+    from stitch_lsp.serde import from_json, to_json
 
-    print(to_json(trace_task(sys.stdin.read()), indent=1))
+    text = sys.stdin.read()
+    reply = trace_request(from_json(text, TraceRequest)) if "--request" in sys.argv[1:] else trace_task(text)
+    print(to_json(reply, indent=1))
     return 0
 
 

@@ -16,12 +16,12 @@ import pytest
 torch = pytest.importorskip("torch")
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
-from stitch_lsp.agents.attention import SDPA, fold_attention  # noqa: E402
-from stitch_lsp.agents.planner import describe, make_plan  # noqa: E402
-from stitch_lsp.agents.template_coder import candidate_module, lower  # noqa: E402
-from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions  # noqa: E402
+from stitch_lsp.plan.attention import SDPA, fold_attention  # noqa: E402
+from stitch_lsp.plan.planner import describe, make_plan  # noqa: E402
+from stitch_lsp.coders.template import candidate_module, lower  # noqa: E402
+from stitch_lsp.plan.gemm_tiles import GemmOptions  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
-from stitch_lsp.precision import cast_source  # noqa: E402
+from stitch_lsp.task.precision import cast_source  # noqa: E402
 
 BLOCK = '''
 import math
@@ -177,7 +177,7 @@ def test_the_block_in_bf16_is_sdpa_in_bf16():
 
 
 def test_the_sdpa_call_follows_the_graph_to_other_shapes():
-    from stitch_lsp.agents.template_coder.program import program_for
+    from stitch_lsp.coders.template.program import program_for
     from stitch_lsp.serde import to_json
 
     graph = traced(block())

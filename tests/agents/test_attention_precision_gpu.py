@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.fuse_service import fuse_task
+from stitch_lsp.fuse.service import fuse_task
 from stitch_lsp.pipeline import Task
-from stitch_lsp.precision import cast_source
+from stitch_lsp.task.precision import cast_source
 from stitch_lsp.settings import Settings
 
 HEADER = '''

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
-from stitch_lsp.worker.module_state import plain_trace_error  # noqa: E402
+from stitch_lsp.worker.model_facts.module_state import plain_trace_error  # noqa: E402
 
 RNN = '''
 import torch

@@ -17,10 +17,10 @@ import pytest
 torch = pytest.importorskip("torch")
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
-from stitch_lsp.agents.template_coder import candidate_module, lower  # noqa: E402
-from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions  # noqa: E402
-from stitch_lsp.agents.template_coder.program import program_data  # noqa: E402
-from stitch_lsp.agents.template_coder.strides import checked_views  # noqa: E402
+from stitch_lsp.coders.template import candidate_module, lower  # noqa: E402
+from stitch_lsp.plan.gemm_tiles import GemmOptions  # noqa: E402
+from stitch_lsp.coders.template.program import program_data  # noqa: E402
+from stitch_lsp.coders.template.strides import checked_views  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
 
 HEADS_BACK = '''

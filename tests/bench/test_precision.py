@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, run_bench
-from stitch_lsp.precision import PrecisionError, cast_source, dtype_of, for_task, precision_of
+from stitch_lsp.task.precision import PrecisionError, cast_source, dtype_of, for_task, precision_of
 from stitch_lsp.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
