@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND
+from stitch_lsp.task.precision import DEFAULT as DEFAULT_PRECISION, PRECISIONS
 from stitch_lsp.benchsuite.store import DEFAULT_BASE, latest_run, new_run_id
 from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, list_tasks, run_bench
 from stitch_lsp.benchsuite.table import render
@@ -89,6 +90,9 @@ def add_parser(subparsers) -> None:
                         "(misses: < 1.5x eager, < 1.1x torch.compile or < 80%% of copy bandwidth), or none")
     p.add_argument("--no-profile", dest="profile", action="store_const", const="none", help="same as --profile none")
     p.add_argument("--sanitize", action="store_true", help="also run compute-sanitizer on every candidate")
+    p.add_argument("--precision", choices=tuple(PRECISIONS), default=DEFAULT_PRECISION,
+                   help="run every task in this precision, as KernelBench's harness does: the model's floating "
+                        "parameters and buffers and the floating inputs cast (default fp32, the tasks as written)")
     p.add_argument("--no-bandwidth", action="store_true", help="skip measuring the copy bandwidth")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="verify every task N times, each time in fresh processes with no cache; prints the median "
@@ -145,6 +149,7 @@ def run(args) -> int:
             measure_bandwidth=not args.no_bandwidth,
             profile=args.profile,
             sanitize=args.sanitize,
+            precision=args.precision,
             command="stitch " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             verbose=args.verbose,
             backend=args.backend,
