@@ -13,7 +13,7 @@ import sys
 from stitch_lsp import __version__
 
 # Subcommand modules, in the order `stitch --help` lists them.
-COMMANDS = ["check", "verify", "verify_kernel", "fuse", "bench"]
+COMMANDS = ["check", "verify", "verify_kernel", "fuse", "record", "bench"]
 
 
 def build_parser() -> argparse.ArgumentParser:

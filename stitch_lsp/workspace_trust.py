@@ -28,6 +28,7 @@ CHECKED = "checked"  # taken where the value passes a check (below), else droppe
 CLASSIFICATION: dict[str, tuple[str, str]] = {
     "nvcc_path": (USER_ONLY, "names the compiler program that runs on every save"),
     "python": (USER_ONLY, "names the interpreter that runs workers and the shape recorder"),
+    "record_command": (USER_ONLY, "names the program `Stitch: Record shapes` runs"),
     "extra_flags": (CHECKED, "flags that pick programs (-ccbin), pass options to them (-Xcompiler -fplugin=...), "
                              "run what was built (-run), read more flags (--options-file) or write files "
                              "(-o, -MF, --keep-dir) are dropped; a list of known-harmless flags stays"),
@@ -75,6 +76,7 @@ class Ignored:
 SHORT_REASONS = {
     "nvcc_path": "names a program",
     "python": "names a program",
+    "record_command": "names a program",
     "extra_flags": "flags that choose, drive or load programs, or write files",
     "include_paths": "outside the workspace",
     "kernels_dir": "outside the workspace",

@@ -80,7 +80,7 @@ def test_build_keeps_user_values_and_screens_only_workspace_layers(tmp_path):
 
 
 def test_user_only_settings_name_programs():
-    assert {k for k, (kind, _) in CLASSIFICATION.items() if kind == USER_ONLY} == {"nvcc_path", "python", "trusted"}
+    assert {k for k, (kind, _) in CLASSIFICATION.items() if kind == USER_ONLY} == {"nvcc_path", "python", "record_command", "trusted"}
 
 
 def test_shape_names_are_kept_as_written():
