@@ -31,6 +31,7 @@ _ENTRY = re.compile(r"(\w+)\s*=\s*(\[[^\]]*\]|\(\s*[^)]*\)|[-+0-9.eE]+)\s*([A-Za
 class ShapeResult:
     specs: dict[str, TensorSpec] = field(factory=dict)
     values: dict[str, str] = field(factory=dict)  # __init__ arguments / scalars: name -> Python literal
+    scalars: dict[str, str] = field(factory=dict)  # selection inputs that are numbers (T, eps): name -> literal
     sources: dict[str, str] = field(factory=dict)  # name -> where it came from
     missing: list[str] = field(factory=list)
     problems: list[str] = field(factory=list)  # what a source got wrong (a `# stitch:` size it cannot read)
@@ -251,10 +252,23 @@ def from_get_inputs(source: str) -> tuple[list[TensorSpec | None], list[str]] | 
 
 
 def resolve(region: Region, source: str, shapes_setting: dict[str, str] | None = None,
-            recorded: ShapeResult | None = None) -> ShapeResult:
+            recorded: ShapeResult | None = None, recording: ShapeResult | None = None) -> ShapeResult:
+    """``recording``: what the user's own run saw (``stitch record``), taken before anything else."""
     out = ShapeResult()
     lines = source.splitlines()
     wanted = list(region.inputs)
+    if recording is not None:
+        for name in wanted:
+            if name in recording.specs:
+                out.specs[name] = recording.specs[name]
+            elif name in recording.scalars:
+                out.scalars[name] = recording.scalars[name]
+            else:
+                continue
+            out.sources[name] = recording.sources.get(name, "recording")
+        for name, value in recording.values.items():
+            out.values[name] = value
+            out.sources.setdefault(name, recording.sources.get(name, "recording"))
     # get_inputs() feeds a module's forward (KernelBench: Model.forward), not any function of the file.
     forward = region.function == "forward" and region.class_name is not None
     if forward and region.class_name != "Model" and re.search(r"^class\s+Model\b", source, re.M):
@@ -296,8 +310,19 @@ def resolve(region: Region, source: str, shapes_setting: dict[str, str] | None =
         if name not in out.values and default is not None:
             out.values[name] = default
             out.sources[name] = "default"
-    out.missing = [n for n in wanted if n not in out.specs]
+    for name in wanted:  # a number written in the comment (T=256, flash=False) is a scalar input
+        if name not in out.specs and name not in out.scalars and _is_scalar_literal(out.values.get(name, "")):
+            out.scalars[name] = out.values[name]
+    out.missing = [n for n in wanted if n not in out.specs and n not in out.scalars]
     return out
+
+
+def _is_scalar_literal(text: str) -> bool:
+    try:
+        value = ast.literal_eval(text.strip()) if text.strip() else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return isinstance(value, (bool, int, float))
 
 
 def comment_template(region: Region, known: ShapeResult | None = None) -> str:
