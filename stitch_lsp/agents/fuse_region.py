@@ -50,6 +50,29 @@ def recorded_shapes(found: Lookup) -> shape_sources.ShapeResult:
     return out
 
 
+def shapes_for(region: Region, source: str, settings: Settings, root: Path | None, path: str,
+               recorded: shape_sources.ShapeResult | None = None,
+               ) -> tuple[shape_sources.ShapeResult, Lookup | None]:
+    """The selection's shapes, the workspace's recording first (``root``: where ``stitch record`` ran;
+    ``path`` relative to it); and what the recordings said (None: no workspace to look in)."""
+    found = None
+    if root is not None and path:
+        found = lookup(root, path, source, region.range.start.line, list(region.inputs), region.class_name,
+                       [p for p, _ in region.init_params])
+    recording = recorded_shapes(found) if found is not None and found.found else None
+    return shape_sources.resolve(region, source, settings.shapes, recorded, recording), found
+
+
+def workspace_path(root: Path | None, path: str) -> str:
+    """``path`` relative to the workspace ``root`` (as recordings are keyed), or as it is when outside it."""
+    if root is None:
+        return path
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except (ValueError, OSError):
+        return path
+
+
 def prepare(source: str, path: str, start_line: int, end_line: int, settings: Settings,
             recorded: shape_sources.ShapeResult | None = None, root: Path | None = None) -> Prepared:
     """Lines are 0-based and inclusive. ``root``: the workspace, whose recordings (``stitch record``) are
@@ -59,12 +82,7 @@ def prepare(source: str, path: str, start_line: int, end_line: int, settings: Se
     if region.problems:
         out.problem = "; ".join(region.problems)
         return out
-    recording = None
-    if root is not None and path:
-        out.recording = lookup(root, path, source, region.range.start.line, list(region.inputs),
-                               region.class_name, [p for p, _ in region.init_params])
-        recording = recorded_shapes(out.recording) if out.recording.found else None
-    shapes = shape_sources.resolve(region, source, settings.shapes, recorded, recording)
+    shapes, out.recording = shapes_for(region, source, settings, root, path, recorded)
     out.shapes = shapes
     out.missing_shapes = list(shapes.missing)
     try:
