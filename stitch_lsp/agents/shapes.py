@@ -74,40 +74,24 @@ def comment_block(lines: list[str], start_line: int) -> tuple[int, int]:
 def read_comment(lines: list[str], start_line: int) -> tuple[dict[str, TensorSpec], dict[str, str], int | None, list[str]]:
     """(specs, values, the comment's line, problems) of the ``# stitch:`` lines right above ``start_line``.
 
-    A dimension may be a name the comment defines (``B=8, x=[B,1024]``); one it does
-    not define is a problem, reported rather than guessed.
+    The grammar is ``comment_grammar``'s: tensors, scalars, config objects. A dimension may be a
+    name the comment defines (``B=8, x=[B,1024]``); one it does not define is a problem, reported
+    rather than guessed.
     """
-    entries: list[tuple[str, str, str]] = []
-    values: dict[str, str] = {}
+    from stitch_lsp.agents.comment_grammar import parse
+
+    texts: list[str] = []
     line_no = None
     i = start_line - 1
     while i >= 0 and lines[i].strip().startswith("#"):
         m = _COMMENT.search(lines[i])
         if m:
             line_no = i
-            for name, dims, dtype in _ENTRY.findall(m.group(1)):
-                if dims.startswith(("[", "(")):
-                    entries.append((name, dims, dtype))
-                else:
-                    values[name] = dims
+            texts.insert(0, m.group(1))
         i -= 1
-    specs: dict[str, TensorSpec] = {}
-    problems: list[str] = []
-    for name, dims, dtype in entries:
-        sizes: list[int] = []
-        for token in (t for t in re.split(r"[,\s]+", dims.strip("[]() ")) if t):
-            if re.fullmatch(r"\d+([x×]\d+)*", token):
-                sizes += [int(p) for p in re.split(r"[x×]", token)]
-            elif (size := _size(token, values)) is not None:
-                sizes.append(size)
-            else:
-                undefined = [w for w in re.findall(r"[A-Za-z_]\w*", token) if w not in values]
-                problems.append(f"`# stitch:` {name}={dims}: {token!r} is not a size"
-                                + (f" (add {undefined[0]}=<size> to the comment)" if undefined else ""))
-                break
-        else:
-            specs[name] = TensorSpec(tuple(sizes), DTYPES.get((dtype or "float32").lower(), "float32"))
-    return specs, values, line_no, problems
+    parsed = parse(", ".join(texts), "\n".join(lines))
+    specs = {name: TensorSpec(shape, dtype) for name, (shape, dtype) in parsed.tensors.items()}
+    return specs, parsed.values, line_no, parsed.problems
 
 
 def int_value(node: ast.AST, env: dict[str, int]) -> int | None:
@@ -341,10 +325,34 @@ def comment_template(region: Region, known: ShapeResult | None = None) -> str:
             if known.sources.get(n) == "comment" and n not in symbols}
     parts = [f"{name}={value}" for name, value in kept.items()]
     parts += [f"{name}={size}" for name, size in symbols.items()]
+    parts += [f"{name}={value}" for name, value in config_fields(region, known, set(symbols) | set(kept)).items()]
     for name in region.inputs:
+        if name not in shapes:
+            continue  # an int (a size): among the symbols above
         shape, dtype = shapes[name]
         parts.append(f"{name}=[{','.join(str(d) for d in shape)}] {dtype}")
     return f"{region.indent}# stitch: " + ", ".join(parts)
+
+
+def config_fields(region: Region, known: ShapeResult | None, have: set[str]) -> dict[str, object]:
+    """Fields of config objects (``config.n_embd``) the re-created ``__init__`` statements read, for
+    ``__init__`` arguments no source gives: each with a starting value by what its name says."""
+    from stitch_lsp.agents.shape_template import attribute_default
+
+    given = set(known.values) if known is not None else set()
+    params = [p for p, default in region.init_params if p not in given and default is None]
+    out: dict[str, object] = {}
+    # The file's classes the Task copies read the same argument names (``CausalSelfAttention(config)``).
+    for text in list(region.init_statements.values()) + list(region.helpers.values()):
+        for obj, attr in re.findall(r"(?<![\w.])([A-Za-z_]\w*)\.([A-Za-z_]\w*)", text):
+            name = f"{obj}.{attr}"
+            if obj in params and name not in have and name not in out:
+                out[name] = attribute_default(name)
+    for text in region.init_statements.values():  # plain arguments (``bias`` of ``... if bias else None``)
+        for word in re.findall(r"(?<![\w.])([A-Za-z_]\w*)(?![\w.])", text):
+            if word in params and word not in have and word not in out and not any(k.startswith(word + ".") for k in out | dict.fromkeys(have)):
+                out[word] = attribute_default(word)
+    return out
 
 
 def record(region: Region, source: str, *, python: str = "", timeout_s: float = 60.0, cancel=None) -> tuple[ShapeResult | None, str]:

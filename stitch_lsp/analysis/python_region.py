@@ -72,6 +72,9 @@ class Region:
     methods: dict[str, str] = field(factory=dict)  # the class's methods the selection calls: name -> source
     helpers: dict[str, str] = field(factory=dict)  # the file's functions / classes it needs: name -> source
     nesting: list[str] = field(factory=list)  # "else: of the if on line 62" when inside a branch or loop
+    # The function's simple statements that run before the selection (``B, T, C = x.size()``), dedented:
+    # what the shape template reads to know which inputs are ints and how dimensions tie together.
+    prelude: list[str] = field(factory=list)
     problems: list[str] = field(factory=list)
 
     @property
@@ -493,6 +496,7 @@ def _describe(sel: _Selection, region: Region) -> None:
     region.indent = sel.lines[first.start_point[0]][: first.start_point[1]]
     region.body = textwrap.dedent("\n".join(sel.lines[first.start_point[0]:last.end_point[0] + 1]))
     region.nesting = list(sel.nesting)
+    region.prelude = _prelude(sel)
     imports, constants, _defined, import_lines = _module_facts(sel.root, src)
     local_imports = _local_imports(sel.func, first.start_point[0], src)
     for line in local_imports:
@@ -507,6 +511,21 @@ def _describe(sel: _Selection, region: Region) -> None:
             continue
         if n.type in ("assignment", "augmented_assignment", "for_statement"):
             sel.locals_before |= set(_targets(n.child_by_field_name("left"), src))
+
+
+def _prelude(sel: _Selection) -> list[str]:
+    """Simple statements of the function (and of the blocks around the selection) above the selection."""
+    out: list[tuple[int, str]] = []
+    first = sel.statements[0].start_point[0]
+    holders = [sel.func.child_by_field_name("body")]
+    for n in _walk(sel.func.child_by_field_name("body")):
+        if n.type == "block" and n.start_point[0] <= first <= n.end_point[0] and n not in holders:
+            holders.append(n)
+    for block in holders:
+        for s in block.named_children:
+            if s.end_point[0] < first and s.type == "expression_statement":
+                out.append((s.start_point[0], statement_text(sel.lines, sel.src, s)))
+    return [text for _, text in sorted(out)]
 
 
 def _data_flow(sel: _Selection, region: Region) -> None:
