@@ -37,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"stitch record: {root} is not a folder", file=sys.stderr)
         return 2
-    result = record(command, root)
+    try:
+        result = record(command, root)
+    except KeyboardInterrupt:  # the program got the interrupt too; what it recorded before exiting is kept
+        print("stitch record: interrupted", file=sys.stderr)
+        return 130
     print(f"stitch record: {result.message}", file=sys.stderr)
     if not result.functions:
         return 1

@@ -122,6 +122,9 @@ def lookup(root: Path, rel_path: str, source: str, start_line: int, names: list[
     path = recording_path(root, rel_path, qualname)
     out.file = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
     data = _read(path)
+    if data is None and path.exists():
+        out.note = f"the recording {out.file} cannot be read: record again"
+        return out
     if data is None:
         if not rec_root.is_dir() or not any(rec_root.rglob("*.json")):
             out.note = "no recording: run your program once with `stitch record -- python your_program.py`"
