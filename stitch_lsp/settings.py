@@ -80,12 +80,12 @@ class Settings:
     # Set by the client (workspace trust); nothing is executed until it is true.
     trusted: bool = False
     python: str = ""  # interpreter for worker processes; "" = the server's own
-    # The user's program "Stitch: Record shapes" runs once under the shape recorder ("python train.py").
-    record_command: str = ""
     # Quiet time after a keystroke before static rules run (0 = at once; benchmarks use 0).
     diagnostics_debounce_ms: int = 150
     # Kernel ↔ reference pairs ([[tool.stitch.pair]] in pyproject.toml).
     pair: list[KernelPair] = field(factory=list)
+    # The command `stitch record` runs to see the shapes of the user's program (issue 31).
+    record_command: str = ""
 
     def replace(self, **changes: Any) -> "Settings":
         return attrs.evolve(self, **changes)

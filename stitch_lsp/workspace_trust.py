@@ -28,7 +28,7 @@ CHECKED = "checked"  # taken where the value passes a check (below), else droppe
 CLASSIFICATION: dict[str, tuple[str, str]] = {
     "nvcc_path": (USER_ONLY, "names the compiler program that runs on every save"),
     "python": (USER_ONLY, "names the interpreter that runs workers and the shape recorder"),
-    "record_command": (USER_ONLY, "names the program `Stitch: Record shapes` runs"),
+    "record_command": (USER_ONLY, "names the program `stitch record` runs"),
     "extra_flags": (CHECKED, "flags that pick programs (-ccbin), pass options to them (-Xcompiler -fplugin=...), "
                              "run what was built (-run), read more flags (--options-file) or write files "
                              "(-o, -MF, --keep-dir) are dropped; a list of known-harmless flags stays"),

@@ -42,9 +42,19 @@ def split_command(text: str) -> list[str]:
     return argv
 
 
+def users_env() -> dict[str, str]:
+    """The user's own environment, as it is: it is their command (the one exception to the allowlisted
+    environment every other child gets)."""
+    try:
+        from stitch_lsp.child_env import user_command_env  # the security module's one helper, where present
+    except ImportError:
+        return dict(os.environ)
+    return user_command_env()
+
+
 def recorder_env(root: Path, run_id: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The user's own environment (``base``, default ours, which is theirs) plus the recorder's bootstrap."""
-    env = dict(os.environ if base is None else base)
+    """The user's own environment (``base``, default ``users_env()``) plus the recorder's bootstrap."""
+    env = dict(users_env() if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["STITCH_RECORD_ROOT"] = str(root)
     env["STITCH_RECORD_RUN"] = run_id
