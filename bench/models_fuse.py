@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,10 +43,14 @@ def stitch(*args: str, cwd: Path, timeout: float = 900) -> tuple[int, str, str, 
     return proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - t0
 
 
-def timed(cmd: list[str], cwd: Path, env: dict | None = None) -> float:
+def timed(cmd: list[str], cwd: Path, env: dict | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child): CPU time is steadier on a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, timeout=900)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def overhead(ws: Path, repeat: int) -> dict:
@@ -59,9 +64,12 @@ def overhead(ws: Path, repeat: int) -> dict:
     shutil.rmtree(scratch, ignore_errors=True)
     # Without the ~2 s of `import torch` both share: the part of the run the recorder can slow down.
     imp = [timed([sys.executable, "-c", "import torch"], ws) for _ in range(repeat)]
-    b, r, i = statistics.median(bare), statistics.median(recorded), statistics.median(imp)
+    b, r, i = (statistics.median(w for w, _ in runs) for runs in (bare, recorded, imp))
+    bc, rc, ic = (statistics.median(c for _, c in runs) for runs in (bare, recorded, imp))
     return {"bare_s": round(b, 3), "recorded_s": round(r, 3), "import_torch_s": round(i, 3),
-            "ratio": round(r / b, 3), "ratio_after_import": round((r - i) / max(b - i, 1e-6), 3)}
+            "ratio": round(r / b, 3), "ratio_after_import": round((r - i) / max(b - i, 1e-6), 3),
+            "bare_cpu_s": round(bc, 3), "recorded_cpu_s": round(rc, 3), "cpu_ratio": round(rc / bc, 3),
+            "cpu_ratio_after_import": round((rc - ic) / max(bc - ic, 1e-6), 3)}
 
 
 def main() -> int:
@@ -90,8 +98,8 @@ def main() -> int:
         entry.update(overhead(ws, args.repeat))
         results["folders"][folder] = entry
         ok_all &= rc == 0 and not entry["traceback"]
-        print(f"{folder}: {entry['record_message']}; overhead {entry['ratio']}x "
-              f"({entry['ratio_after_import']}x after import torch)", flush=True)
+        print(f"{folder}: {entry['record_message']}; overhead {entry['ratio']}x wall, {entry['cpu_ratio']}x CPU "
+              f"({entry['cpu_ratio_after_import']}x CPU after import torch)", flush=True)
     for path, lines, what in selections:
         folder, rel = path.split("/", 1)
         cmd = ["fuse", f"{rel}:{lines}", "--json", "--coder", args.coder]
@@ -125,8 +133,10 @@ def main() -> int:
         md.append(f"| {r['selection']} | {r['what']} | {r.get('verdict') or r.get('problem')} | {r.get('vs_eager')} "
                   f"| {r.get('vs_compile')} | {r.get('shape_source', '')} |")
     for folder, e in results["folders"].items():
-        md.append(f"\n{folder}: drive.py {e['bare_s']} s bare, {e['recorded_s']} s recorded ({e['ratio']}x; "
-                  f"{e['ratio_after_import']}x of the part after `import torch`, {e['import_torch_s']} s)")
+        md.append(f"\n{folder}: drive.py {e['bare_s']} s bare, {e['recorded_s']} s recorded ({e['ratio']}x wall; "
+                  f"{e['ratio_after_import']}x of the part after `import torch`, {e['import_torch_s']} s); CPU time "
+                  f"{e['bare_cpu_s']} s bare, {e['recorded_cpu_s']} s recorded ({e['cpu_ratio']}x; "
+                  f"{e['cpu_ratio_after_import']}x after `import torch`)")
     (out_dir / "models_fuse.md").write_text("\n".join(md) + "\n")
     print(f"results in {out_dir}")
     shutil.rmtree(tmp, ignore_errors=True)
