@@ -63,8 +63,8 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
         raise TaskError("; ".join(shapes.problems))
     if shapes.missing:
         raise TaskError("no shapes for " + ", ".join(shapes.missing)
-                        + ": add a `# stitch: name=[dims] dtype` comment above the selection, a get_inputs() "
-                          "to the file, or stitch.shapes in the settings")
+                        + ": record your program (stitch record -- python ...), or add a `# stitch: name=[dims] dtype` "
+                          "comment above the selection")
     needed_names: set[str] = set()
     if region.init_statements or not region.self_needs:
         # Every __init__ statement the used attributes need, in the file's order (locals, ModuleDicts,
@@ -98,8 +98,8 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
     for pname in init_param_names:
         if pname in needed_names:
             if pname not in shapes.values:
-                raise TaskError(f"__init__'s {pname} is needed to re-create the module: add `{pname}=<value>` "
-                                "to the `# stitch:` comment, or a get_init_inputs() to the file")
+                raise TaskError(f"__init__'s {pname} is needed to re-create the module: record your program "
+                                f"(stitch record -- python ...), or add `{pname}=<value>` to the `# stitch:` comment")
             values.append(f"{pname} = {shapes.values[pname]}")
             needed_names |= _names_in(shapes.values[pname])
     imports = task_imports(region.imports, needed_names)
