@@ -1,38 +1,17 @@
 """The device's copy bandwidth, measured in the same run as the tasks it judges.
 
-A worker request (``copy_bandwidth``, handled by
-``stitch_lsp.worker.copy_bandwidth_handler``) times a large device-to-device copy
-with CUDA events; bandwidth counts the bytes read and written. These classes are
-plain data so the bench (which never imports torch) can ask for it.
+A worker request (``copy_bandwidth``, defined in ``stitch_lsp.contract.copy_bandwidth``)
+times a large device-to-device copy with CUDA events; bandwidth counts the bytes read
+and written.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from attrs import define
-
 from stitch_lsp.benchsuite.results import GpuInfo
+from stitch_lsp.contract.copy_bandwidth import CopyBandwidthReply, CopyBandwidthRequest
 from stitch_lsp.cancellation import CancelToken
-from stitch_lsp.verdict import DeviceInfo
-
-
-@define
-class CopyBandwidthRequest:
-    nbytes: int = 1 << 30  # per buffer: large enough that L2 (50 MB on an H100) does not matter
-    iterations: int = 30
-    warmup: int = 5
-    gpu_index: int = 0
-
-
-@define
-class CopyBandwidthReply:
-    gbs_median: float
-    gbs_best: float
-    nbytes: int
-    iterations: int
-    method: str
-    device: DeviceInfo | None = None
 
 
 def measure_gpu(pool: Any, slot: str, cancel: CancelToken, timeout_s: float = 180.0) -> GpuInfo:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from stitch_lsp.benchsuite.bandwidth import CopyBandwidthReply, CopyBandwidthRequest
+from stitch_lsp.contract.copy_bandwidth import CopyBandwidthReply, CopyBandwidthRequest
 from stitch_lsp.serde import from_dict
 
 

@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from stitch_lsp.agents.comment_grammar import parse
-from stitch_lsp.agents.fuse_region import prepare
-from stitch_lsp.agents.shapes import comment_template
+from stitch_lsp.task.comment_grammar import parse
+from stitch_lsp.task.selection import prepare
+from stitch_lsp.task.shapes import comment_template
 from stitch_lsp.settings import Settings
 
 SRC = textwrap.dedent('''

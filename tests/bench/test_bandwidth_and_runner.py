@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stitch_lsp.benchsuite import bandwidth, runner
-from stitch_lsp.benchsuite.bandwidth import CopyBandwidthReply, CopyBandwidthRequest
+from stitch_lsp.contract.copy_bandwidth import CopyBandwidthReply, CopyBandwidthRequest
 from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.settings import Settings
 from stitch_lsp.worker.handlers import HANDLERS
@@ -42,7 +42,7 @@ def test_copy_bandwidth_on_a_gpu(tmp_path):
 
 
 def test_options_verifier_turns_profiling_on_for_every_job():
-    from stitch_lsp.verify.options import VerifyOptions
+    from stitch_lsp.contract.verify import VerifyOptions
 
     seen = []
 

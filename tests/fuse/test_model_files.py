@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.fuse_region import prepare
+from stitch_lsp.task.selection import prepare
 from stitch_lsp.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,12 +19,12 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
 
-from stitch_lsp.agents.fuse_edit import FuseEdit, build_edit, names_for
+from stitch_lsp.fuse.edit import FuseEdit, build_edit, names_for
 from stitch_lsp.reports.verdict_hints import generated_module_hints
-from stitch_lsp.agents.fuse_region import prepare, shapes_for, workspace_path
-from stitch_lsp.agents.fuse_service import FuseOutcome, fuse_task, gemm_options, tune_gemm_tiles
-from stitch_lsp.agents.llm_coder import key_configured
-from stitch_lsp.agents.shapes import comment_block, comment_template
+from stitch_lsp.task.selection import prepare, shapes_for, workspace_path
+from stitch_lsp.fuse.service import FuseOutcome, fuse_task, gemm_options, tune_gemm_tiles
+from stitch_lsp.coders.llm.key import key_configured
+from stitch_lsp.task.shapes import comment_block, comment_template
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
 from stitch_lsp.jobs import JobSpec
@@ -151,7 +151,7 @@ class Fuser:
             current = prepared
             if needs_record:
                 # Shape source 3 (trusted workspaces only): run the file's get_inputs() under the recorder.
-                from stitch_lsp.agents.shapes import record
+                from stitch_lsp.task.shapes import record
                 from stitch_lsp.cancellation import ProgressEvent
 
                 report(ProgressEvent("planning", "recording shapes: running the file's get_inputs()", 2))
