@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from stitch_lsp.runtime.loader import load_kernel  # noqa: E402
-from stitch_lsp.verify.intervals import median_interval, round_ratios  # noqa: E402
+from stitch_lsp.contract.intervals import median_interval, round_ratios  # noqa: E402
 from stitch_lsp.worker.timing import run_interleaved  # noqa: E402
 
 M, N, EPS = 8192, 4096, 1e-6

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from stitch_lsp.benchsuite import bandwidth
+from stitch_lsp.benchsuite import gpus
 from stitch_lsp.benchsuite.outcome import to_detail, to_result
 from stitch_lsp.benchsuite.results import GpuInfo, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.stats import COPY_TARGET, GOAL_VS_COMPILE, GOAL_VS_EAGER, valid_speedup
@@ -205,7 +205,7 @@ def measure_gpu(settings: Settings, slot: str, cancel: CancelToken) -> GpuInfo:
         checker = verifier(settings)
     except ImportError as exc:
         return GpuInfo(slot=slot, message=f"copy bandwidth not measured: no Verifier in this build ({exc})")
-    info = bandwidth.measure_gpu(checker.pool, slot, cancel)
+    info = gpus.measure_gpu(checker.pool, slot, cancel)
     _state.copy_gbs = info.copy_bandwidth_gbs
     if info.device is None:
         info.device = checker.device_info()

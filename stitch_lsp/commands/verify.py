@@ -18,7 +18,7 @@ EXIT_USAGE = 2
 EXIT_NO_GPU = 3
 
 
-from stitch_lsp.verify.options import COMPILE_MODES
+from stitch_lsp.contract.verify import COMPILE_MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 GEMM_OPS = {
     "aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
     "aten._addmm_activation.default", "aten.addmv.default", "aten.mv.default",
-    "stitch.gemm",  # the GEMM family's kernel: a GEMM and its epilogue (template_coder.gemm_match)
+    "stitch.gemm",  # the GEMM family's kernel: a GEMM and its epilogue (plan.gemm_match)
 }
 CONV_OPS = {
     "aten.convolution.default", "aten._convolution.default", "aten.conv1d.default", "aten.conv2d.default",

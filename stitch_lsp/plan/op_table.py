@@ -76,7 +76,7 @@ def c_float(value: Any) -> str:
 
 
 # What each parametrised op's arguments mean (shared by the CUDA templates here and the Triton ones of
-# the GEMM family, template_coder/gemm_ops.py).
+# the GEMM family, plan/gemm_ops.py).
 
 
 def gelu_is_tanh(args, kw) -> bool:

@@ -15,7 +15,7 @@ the device synchronised around the call, timed by the host clock (CUDA events sp
 the same call, for the hidden-work check).
 
 Sampling stops when every speedup's 95 % interval is tight or at the time cap
-(``stitch_lsp.verify.intervals.StopRule``). CUDA-graph replay is not used: it would
+(``stitch_lsp.contract.intervals.StopRule``). CUDA-graph replay is not used: it would
 time a different program for contenders that synchronise, allocate or take guards
 (torch.compile), and the blocking kernel hides host cost for all of them alike.
 """
@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import torch
 
-from stitch_lsp.verify.intervals import Decision, StopRule, round_ratios
+from stitch_lsp.contract.intervals import Decision, StopRule, round_ratios
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # > 2x the L2 of any current GPU (H100: 50 MB, H200: 60 MB)
 ROUND_TARGET_MS = 8.0  # GPU work queued per round (calls x contenders), before the cap on calls

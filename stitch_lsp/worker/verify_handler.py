@@ -48,7 +48,7 @@ from stitch_lsp.worker.memory_phases import PhaseMemory, make_plan
 from stitch_lsp.worker.modules import compile_failure, import_file, is_compile_error
 from stitch_lsp.worker.poison import poison_cached_blocks
 from stitch_lsp.worker.stream_check import profile_call
-from stitch_lsp.verify.intervals import TARGET_REL_HALF_WIDTH, median_interval, round_ratios
+from stitch_lsp.contract.intervals import TARGET_REL_HALF_WIDTH, median_interval, round_ratios
 from stitch_lsp.worker import gpu_state
 from stitch_lsp.worker.timing import LAUNCH_QUEUED, hidden_work, run_interleaved, stats
 

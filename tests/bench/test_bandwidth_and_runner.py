@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.benchsuite import bandwidth, runner
+from stitch_lsp.benchsuite import gpus, runner
 from stitch_lsp.contract.copy_bandwidth import CopyBandwidthReply, CopyBandwidthRequest
 from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.settings import Settings
@@ -20,7 +20,7 @@ def test_without_a_gpu_the_worker_says_why(tmp_path):
 
     pool = WorkerPool(Settings(), tmp_path)
     try:
-        info = bandwidth.measure_gpu(pool, "0", CancelToken(), timeout_s=120)
+        info = gpus.measure_gpu(pool, "0", CancelToken(), timeout_s=120)
     finally:
         pool.close()
     assert info.copy_bandwidth_gbs is None

@@ -18,7 +18,7 @@ import pytest
 
 from stitch_lsp.pipeline import Candidate
 from stitch_lsp.settings import Settings
-from stitch_lsp.verify.options import VerifyJob, VerifyOptions
+from stitch_lsp.contract.verify import VerifyJob, VerifyOptions
 from tests.jobs.test_kernel_checks_e2e import workspace
 from tests.verify.counting_pool import make
 

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.verify.intervals import median_interval, round_ratios  # noqa: E402
+from stitch_lsp.contract.intervals import median_interval, round_ratios  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

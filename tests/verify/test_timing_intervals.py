@@ -15,8 +15,8 @@ from typing import Callable, Sequence
 
 import pytest
 
-from stitch_lsp.verify import intervals
-from stitch_lsp.verify.intervals import Interval, StopRule, median_interval, median_ranks, round_ratios
+from stitch_lsp.contract import intervals
+from stitch_lsp.contract.intervals import Interval, StopRule, median_interval, median_ranks, round_ratios
 
 TRUE_MEDIAN = 1.8
 

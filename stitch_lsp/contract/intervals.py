@@ -1,4 +1,5 @@
-"""Confidence intervals for median speedups, and the rule that stops sampling.
+"""Confidence intervals for median speedups, and the rule that stops sampling (part of the
+worker contract: the worker samples until the rule says stop, and every renderer reads its intervals).
 
 Pure arithmetic (no torch): the worker's timing loop asks ``StopRule`` after every
 round, and the renderers read the intervals it produced.
