@@ -11,7 +11,9 @@ Without a GPU every selection must reach a generated candidate and say it cannot
 on a GPU each ends in a verdict. No command may print a traceback. Results: ``$OUT/models_fuse.json``
 and ``$OUT/models_fuse.md`` (``OUT`` defaults to ``bench/results/models_fuse``).
 
-    python bench/models_fuse.py [MODELS] [--repeat 3] [--coder template]
+    python bench/models_fuse.py [MODELS] [--repeat 3] [--coder template] [--folder nanoGPT] [--no-overhead]
+
+On a GPU machine: ``bash bench/models_fuse_gpu.sh`` (one folder a call, to fit a call's time limit).
 
 Exit status 0 when every selection reached a candidate (and, with a GPU, a verdict) without a traceback.
 """
@@ -77,6 +79,9 @@ def main() -> int:
     ap.add_argument("models", nargs="?", type=Path, default=next((c for c in CANDIDATES if c.is_dir()), CANDIDATES[0]))
     ap.add_argument("--repeat", type=int, default=3, help="runs of drive.py timed each way")
     ap.add_argument("--coder", default="template")
+    ap.add_argument("--folder", action="append", default=None,
+                    help="only this model folder (repeatable): split a GPU run into calls that fit its time limit")
+    ap.add_argument("--no-overhead", action="store_true", help="do not time drive.py bare and recorded")
     args = ap.parse_args()
     out_dir = Path(os.environ.get("OUT") or REPO / "bench" / "results" / "models_fuse")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +89,8 @@ def main() -> int:
     for line in (args.models / "SELECTIONS").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             path, lines, *what = line.split()
-            selections.append((path, lines, " ".join(what)))
+            if args.folder is None or path.split("/", 1)[0] in args.folder:
+                selections.append((path, lines, " ".join(what)))
     tmp = Path(tempfile.mkdtemp(prefix="stitch-models-"))
     results: dict = {"models": str(args.models), "python": sys.version.split()[0], "folders": {}, "selections": []}
     ok_all = True
@@ -95,11 +101,13 @@ def main() -> int:
         entry = {"record_command": "stitch record -- python drive.py", "record_rc": rc, "record_s": round(secs, 2),
                  "record_message": err.strip().splitlines()[-1] if err.strip() else "",
                  "traceback": "Traceback" in out + err}
-        entry.update(overhead(ws, args.repeat))
+        if not args.no_overhead:
+            entry.update(overhead(ws, args.repeat))
         results["folders"][folder] = entry
         ok_all &= rc == 0 and not entry["traceback"]
-        print(f"{folder}: {entry['record_message']}; overhead {entry['ratio']}x wall, {entry['cpu_ratio']}x CPU "
-              f"({entry['cpu_ratio_after_import']}x CPU after import torch)", flush=True)
+        print(f"{folder}: {entry['record_message']}" + ("" if args.no_overhead else
+              f"; overhead {entry['ratio']}x wall, {entry['cpu_ratio']}x CPU "
+              f"({entry['cpu_ratio_after_import']}x CPU after import torch)"), flush=True)
     for path, lines, what in selections:
         folder, rel = path.split("/", 1)
         cmd = ["fuse", f"{rel}:{lines}", "--json", "--coder", args.coder]
@@ -122,22 +130,30 @@ def main() -> int:
             row["vs_eager"] = timing.get("speedup_vs_eager")
             row["vs_compile"] = timing.get("speedup_vs_compile")
             row["task_dir"] = outcome.get("task_dir", "")
+            keep = out_dir / "tasks" / f"{path.replace('/', '_')}_{lines}"
+            for f in ("reference.py", "candidate.py", "plan.json", "verdict.json"):
+                if row["task_dir"] and (Path(row["task_dir"]) / f).is_file():
+                    keep.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(Path(row["task_dir"]) / f, keep / f)
         reached = bool(row.get("candidate")) and row.get("verdict") is not None and not row["traceback"]
         ok_all &= reached
         results["selections"].append(row)
         print(f"{row['selection']}: {row.get('verdict') or row.get('problem')}: "
               f"{row.get('message') or ''} [{row['seconds']} s]", flush=True)
-    (out_dir / "models_fuse.json").write_text(json.dumps(results, indent=1))
+    name = "models_fuse" + ("_" + "_".join(args.folder) if args.folder else "")
+    (out_dir / f"{name}.json").write_text(json.dumps(results, indent=1))
     md = ["| selection | what | verdict | vs eager | vs torch.compile | shapes |", "| --- | --- | --- | --- | --- | --- |"]
     for r in results["selections"]:
         md.append(f"| {r['selection']} | {r['what']} | {r.get('verdict') or r.get('problem')} | {r.get('vs_eager')} "
                   f"| {r.get('vs_compile')} | {r.get('shape_source', '')} |")
     for folder, e in results["folders"].items():
+        if "bare_s" not in e:
+            continue
         md.append(f"\n{folder}: drive.py {e['bare_s']} s bare, {e['recorded_s']} s recorded ({e['ratio']}x wall; "
                   f"{e['ratio_after_import']}x of the part after `import torch`, {e['import_torch_s']} s); CPU time "
                   f"{e['bare_cpu_s']} s bare, {e['recorded_cpu_s']} s recorded ({e['cpu_ratio']}x; "
                   f"{e['cpu_ratio_after_import']}x after `import torch`)")
-    (out_dir / "models_fuse.md").write_text("\n".join(md) + "\n")
+    (out_dir / f"{name}.md").write_text("\n".join(md) + "\n")
     print(f"results in {out_dir}")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0 if ok_all else 1
