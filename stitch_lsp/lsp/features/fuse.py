@@ -100,8 +100,8 @@ class Fuser:
                                       disabled=lsp.CodeActionDisabled(
                                           reason="; ".join(shapes.problems) or (
                                               "no shapes for " + ", ".join(shapes.missing)
-                                              + ": add a `# stitch: name=[dims] dtype` comment above the selection"
-                                              + note)))
+                                              + ": record your program (Stitch: Record Shapes), or add a "
+                                                "`# stitch: name=[dims] dtype` comment above the selection" + note)))
             return [fix, record_action(self.server), disabled]
         actions = [lsp.CodeAction(
             title=title, kind=lsp.CodeActionKind.RefactorRewrite,
