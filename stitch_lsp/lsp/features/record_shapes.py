@@ -112,7 +112,10 @@ def shapes_hover(server: StitchServer, uri: str, position: Position) -> str | No
     root = Path(server.root) if server.root else None
     shapes, found = shapes_for(region, doc.source, server.settings, root, workspace_path(root, server.path_of(uri)))
     known = [n for n in region.inputs if n in shapes.specs or n in shapes.scalars]
-    if not known and not (found is not None and found.note):
+    # Without shapes, a card only where recordings exist and say something about this function (never
+    # called, changed since): a workspace that never recorded gets no card on every line.
+    if not known and not (found is not None and found.note and found.file
+                          and (Path(server.root or ".") / ".stitch" / "recordings").is_dir()):
         return None
     lines = ["**Stitch shapes**", ""]
     for name in region.inputs:
