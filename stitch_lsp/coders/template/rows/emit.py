@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from stitch_lsp.coders.template.emitter import Emitter, _round_to as _round
+from stitch_lsp.coders.template.cuda_common import _round_to as _round
+from stitch_lsp.coders.template.emitter import Emitter
 from stitch_lsp.coders.template.kernels import _Writer
 from stitch_lsp.coders.template.rows.analysis import Analysis
 from stitch_lsp.op_graph import OpNode
