@@ -125,33 +125,27 @@ class RowPasses:
 
     def combine(self, rpass, accs, moments, poss) -> None:
         """Every thread of the row ends with the row's combined value: warp shuffles, then shared memory."""
-        em, index = self.em, self.index
+        em = self.em
         first_slot = self.slot
         slot = first_slot
-        shfl = "__shfl_xor_sync(0xffffffffu, {v}, o)"
         top = min(16, self.cfg.threads // 2)  # rows that share a warp exchange within their lanes only
         for r in rpass:
-            how = op_table.REDUCTION_OPS[index[r].op]
             acc = accs[r]
             em.emit("#pragma unroll")
+            em.emit(f"for (int o = {top}; o > 0; o >>= 1) {self.shuffle_merge(r, accs, moments, poss)}")
             if r in moments:
                 n_, mu, m2, _ = moments[r]
-                em.emit(f"for (int o = {top}; o > 0; o >>= 1) stitch_moments_merge({n_}, {mu}, {m2}, "
-                        f"{shfl.format(v=n_)}, {shfl.format(v=mu)}, {shfl.format(v=m2)});")
                 if self.warps_per_row > 1:
                     em.emit(f"if ((threadIdx.x & 31) == 0) {{ red[{slot}][threadIdx.x >> 5] = {n_}; "
                             f"red[{slot + 1}][threadIdx.x >> 5] = {mu}; red[{slot + 2}][threadIdx.x >> 5] = {m2}; }}")
                 slot += 3
                 continue
             if r in poss:
-                em.emit(f"for (int o = {top}; o > 0; o >>= 1) {ARG_MERGE[how]}({acc}, {poss[r]}, "
-                        f"{shfl.format(v=acc)}, {shfl.format(v=poss[r])});")
                 if self.warps_per_row > 1:
                     em.emit(f"if ((threadIdx.x & 31) == 0) {{ red[{slot}][threadIdx.x >> 5] = {acc}; "
                             f"redi[{slot}][threadIdx.x >> 5] = {poss[r]}; }}")
                 slot += 1
                 continue
-            em.emit(f"for (int o = {top}; o > 0; o >>= 1) {acc} = {COMBINE[how].format(a=acc, b=shfl.format(v=acc))};")
             if self.warps_per_row > 1:
                 em.emit(f"if ((threadIdx.x & 31) == 0) red[{slot}][threadIdx.x >> 5] = {acc};")
             slot += 1
@@ -162,31 +156,36 @@ class RowPasses:
             part = f"((threadIdx.x >> 5) & ~{wpr - 1}) + (threadIdx.x & {wpr - 1})"
             s = first_slot
             for r in rpass:
-                how = op_table.REDUCTION_OPS[index[r].op]
                 acc = accs[r]
                 if r in moments:
                     n_, mu, m2, _ = moments[r]
                     em.emit(f"{n_} = red[{s}][{part}]; {mu} = red[{s + 1}][{part}]; {m2} = red[{s + 2}][{part}];")
-                    em.emit("#pragma unroll")
-                    em.emit(f"for (int o = {wpr // 2}; o > 0; o >>= 1) stitch_moments_merge({n_}, {mu}, {m2}, "
-                            f"{shfl.format(v=n_)}, {shfl.format(v=mu)}, {shfl.format(v=m2)});")
                     s += 3
-                    continue
-                if r in poss:
+                elif r in poss:
                     em.emit(f"{acc} = red[{s}][{part}]; {poss[r]} = redi[{s}][{part}];")
-                    em.emit("#pragma unroll")
-                    em.emit(f"for (int o = {wpr // 2}; o > 0; o >>= 1) {ARG_MERGE[how]}({acc}, {poss[r]}, "
-                            f"{shfl.format(v=acc)}, {shfl.format(v=poss[r])});")
                     s += 1
-                    continue
-                em.emit(f"{acc} = red[{s}][{part}];")
+                else:
+                    em.emit(f"{acc} = red[{s}][{part}];")
+                    s += 1
                 em.emit("#pragma unroll")
-                em.emit(f"for (int o = {wpr // 2}; o > 0; o >>= 1) "
-                        f"{acc} = {COMBINE[how].format(a=acc, b=shfl.format(v=acc))};")
-                s += 1
+                em.emit(f"for (int o = {wpr // 2}; o > 0; o >>= 1) {self.shuffle_merge(r, accs, moments, poss)}")
         if self.role == "cluster":
             self.cluster_exchange(rpass, accs, moments, poss, first_slot)
         self.slot = slot
+
+    def shuffle_merge(self, r: str, accs, moments, poss) -> str:
+        """The statement folding reduction ``r``'s values of the lane ``o`` away (``__shfl_xor_sync``) into this
+        lane's: the same at every step of a warp's shuffles and of the row's warps'."""
+        how = op_table.REDUCTION_OPS[self.index[r].op]
+        shfl = "__shfl_xor_sync(0xffffffffu, {v}, o)"
+        if r in moments:
+            n_, mu, m2, _ = moments[r]
+            return (f"stitch_moments_merge({n_}, {mu}, {m2}, "
+                    f"{shfl.format(v=n_)}, {shfl.format(v=mu)}, {shfl.format(v=m2)});")
+        acc = accs[r]
+        if r in poss:
+            return f"{ARG_MERGE[how]}({acc}, {poss[r]}, {shfl.format(v=acc)}, {shfl.format(v=poss[r])});"
+        return f"{acc} = {COMBINE[how].format(a=acc, b=shfl.format(v=acc))};"
 
     def finalize(self, rpass, accs, moments, poss) -> None:
         em, index, a = self.em, self.index, self.a
