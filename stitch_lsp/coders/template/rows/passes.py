@@ -40,6 +40,43 @@ class RowPasses:
         em, index = self.em, self.index
         accs, moments, picks, poss = self.init_pass(rpass)
         slot = self.slot
+        self.open_moments(moments, slot, looped)
+
+        def accumulate(k: int, prefix: str, guard: str) -> None:
+            for r, how, src in pass_sources(rpass, index):
+                acc = accs[r]
+                for v in range(self.vec):
+                    ix = f"{prefix}{v}"
+                    val = em.value(src.name, ix)
+                    pos = self.position(k, v)
+                    if r in picks:
+                        val = f"({pos} == {picks[r]} ? {val} : 0.f)"
+                    if r in poss:
+                        call = f"{ARG_MERGE[how]}({acc}, {poss[r]}, {val}, (int)({pos}));"
+                        em.emit(f"if ({guard}) {call}" if guard else call)
+                        continue
+                    fold_element(em, how, acc, val, guard, moments[r][:1] + moments[r][2:] if r in moments else None)
+
+        if looped:
+            self.open_loop()
+            accumulate(0, "e0_", "")
+            self.close_loop()
+        else:
+            for k, prefix in enumerate(self.prefixes):
+                accumulate(k, prefix, self.guards[k])
+        self.close_moments(moments, slot)
+        self.combine(rpass, accs, moments, poss)
+        if self.role == "partials":
+            self.write_partials(rpass, accs, moments, poss)
+        else:
+            if self.role == "team":
+                self.team_exchange(p, rpass, accs, moments, poss)
+            self.finalize(rpass, accs, moments, poss)
+
+    def open_moments(self, moments: dict, slot: int, looped: bool) -> None:
+        """Before a pass: each mean-and-variance pair's shift (the thread's first value) and, for a team, the row's
+        origin; its sums around the shift start at zero."""
+        em, index = self.em, self.index
         if moments:
             # The one-pass variance sums around the thread's first value (the shift); means travel
             # as offsets from the row's first value (the origin), so merging them loses nothing
@@ -64,28 +101,9 @@ class RowPasses:
             em.emit(f"float {s1} = 0.f, {s2} = 0.f;")
             moments[r] = (shift, origin, s1, s2)
 
-        def accumulate(k: int, prefix: str, guard: str) -> None:
-            for r, how, src in pass_sources(rpass, index):
-                acc = accs[r]
-                for v in range(self.vec):
-                    ix = f"{prefix}{v}"
-                    val = em.value(src.name, ix)
-                    pos = self.position(k, v)
-                    if r in picks:
-                        val = f"({pos} == {picks[r]} ? {val} : 0.f)"
-                    if r in poss:
-                        call = f"{ARG_MERGE[how]}({acc}, {poss[r]}, {val}, (int)({pos}));"
-                        em.emit(f"if ({guard}) {call}" if guard else call)
-                        continue
-                    fold_element(em, how, acc, val, guard, moments[r][:1] + moments[r][2:] if r in moments else None)
-
-        if looped:
-            self.open_loop()
-            accumulate(0, "e0_", "")
-            self.close_loop()
-        else:
-            for k, prefix in enumerate(self.prefixes):
-                accumulate(k, prefix, self.guards[k])
+    def close_moments(self, moments: dict, slot: int) -> None:
+        """After a pass: each pair's sums as the thread's (count, mean, M2), the mean taken from the row's origin."""
+        em, index = self.em, self.index
         for r in list(moments):
             shift, origin, s1, s2 = moments[r]
             # Loaded here, after the pass, so that it holds no register through the loop.
@@ -96,13 +114,6 @@ class RowPasses:
             em.emit(f"float {n_}, {mu}, {m2};")
             em.emit(f"stitch_moments_local({self.cnt}, {s1}, {s2}, {shift} - {origin}, {n_}, {mu}, {m2});")
             moments[r] = (n_, mu, m2, origin)
-        self.combine(rpass, accs, moments, poss)
-        if self.role == "partials":
-            self.write_partials(rpass, accs, moments, poss)
-        else:
-            if self.role == "team":
-                self.team_exchange(p, rpass, accs, moments, poss)
-            self.finalize(rpass, accs, moments, poss)
 
     def fold_pass(self, p: int, rpass: list[str]) -> None:
         """Pass ``p``'s row values from the partial results its kernel wrote, one per part."""
