@@ -44,6 +44,7 @@ from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_edits import Edit, common_prefix, common_suffix, line_end, point_at
 from stitch_lsp.analysis.cuda_model import BarrierInfo, CudaAnalysis, KernelInfo, SharedDecl
 from stitch_lsp.analysis.cuda_preproc import PreprocessedView, preprocess
+from stitch_lsp.analysis.cuda_repair import Repaired, Skipped, function_name, repair_function, skipped_note
 from stitch_lsp.analysis.cuda_units import TopRecord, Unit, UnitResult, constants_of, visit_top
 from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
 from stitch_lsp.analysis.cuda_text import Columns, encode_source, squash
@@ -110,10 +111,14 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
     if u.is_prototype:
         k = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn)
         return UnitResult(row, k, (), (), (), ())
+    repaired = repair_function(src, u.unit, u.fn) if not ok else None
+    if repaired is not None:
+        # Each construct the grammar cannot read cost its statement; the rest is analysed.
+        return _analyze_repaired(src, cols, consts, u, path, conditional, repaired)
     if not ok:
-        # Only the signature of a function that does not parse: nothing built from its body.
-        # (While a brace is unclosed its "body" can be the rest of the file: skipping it
-        # also keeps each keystroke cheap.)
+        # Only the signature of a function whose errors cannot be placed in a statement
+        # (an unclosed brace while typing: its "body" can be the rest of the file; skipping
+        # it also keeps each keystroke cheap).
         header = function_header(src, cols, u.fn)
         if header is None or not (header[1] or header[2]):
             return UnitResult(row, None, (), (), (), (), False)
@@ -121,15 +126,37 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
         if k is None or k.body_range is None:
             return UnitResult(row, k, (), (), (), (), False)
         # (No line number in the text: cached results move with the function.)
-        note = _skipped(path, k, "its code does not parse here; nvcc reports the exact error on save")
+        note = _skipped(path, k, "tree-sitter's CUDA grammar cannot read it here (the code may well be valid; "
+                                 "nvcc reports any real error on save)")
         return UnitResult(row, k, (), (), (), (note,), False)
-    facts = build_facts(src, cols, consts, u.fn, u.unit, conditional)
+    return _analyze_facts(src, cols, consts, u.fn, u.unit, path, conditional, row, ok)
+
+
+def _analyze_repaired(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
+                      conditional: tuple[tuple[int, int], ...], repaired: Repaired) -> UnitResult:
+    row = u.unit.start_point.row
+    result = _analyze_facts(repaired.src, cols, consts, repaired.fn, repaired.unit, path, conditional, row, True,
+                            repaired.skipped)
+    owner = result.kernel.name if result.kernel is not None else function_name(src, u.fn)
+    kind = "kernel" if result.kernel is not None and result.kernel.is_global else "function"
+    notes = tuple(skipped_note(path, cols, s, kind, owner) for s in repaired.skipped)
+    if not notes:
+        return result
+    findings = tuple(sorted(result.findings + notes, key=lambda f: (f.range, f.code)))
+    return attrs.evolve(result, findings=findings)
+
+
+def _analyze_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: Node, path: str,
+                   conditional: tuple[tuple[int, int], ...], row: int, ok: bool,
+                   unknown: tuple[Skipped, ...] = ()) -> UnitResult:
+    facts = build_facts(src, cols, consts, fn, unit, conditional)
     if facts is None:
         return UnitResult(row, None, (), (), (), ())
+    facts.unknown = unknown
     kernel = None
     if facts.is_global or facts.is_device:
         header = (facts.name_node, facts.is_global, facts.is_device, facts.launch_bounds, facts.params)
-        kernel = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn, header=header)
+        kernel = kernel_info(src, cols, fn, unit, parse_ok=ok, is_template=unit is not fn, header=header)
         if kernel is not None and facts.is_global:
             tail_bounds, stride = kernel_traits(facts)
             kernel = attrs.evolve(kernel, tail_bounds=tail_bounds, grid_stride=stride)

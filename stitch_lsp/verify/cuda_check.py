@@ -36,7 +36,7 @@ class FileCheck:
 
 
 def parse_notice(path: str, syntax_errors: tuple[Range, ...]) -> list[Finding]:
-    """One quiet note where the parse broke: rules are not run on code that does not parse."""
+    """One quiet note where the parse broke (the rules skip only what their own hints name)."""
     if not syntax_errors:
         return []
     first = min(syntax_errors, key=lambda r: (r.start.line, r.start.character))
@@ -46,7 +46,8 @@ def parse_notice(path: str, syntax_errors: tuple[Range, ...]) -> list[Finding]:
             range=first,
             severity=Severity.HINT,
             code="parse",
-            message="Static rules skip code that does not parse here; nvcc reports the exact error on save.",
+            message=("tree-sitter's CUDA grammar cannot read some code here; it may well be valid (nvcc reports "
+                     "any real error on save). The static rules skip only the statements their hints name."),
             source="stitch",
         )
     ]
