@@ -31,10 +31,12 @@ import logging
 import re
 import threading
 from collections import OrderedDict, deque
+from typing import Any, Callable
 
 import attrs
 from tree_sitter import Node, Tree
 
+from stitch_lsp.analysis import budget
 from stitch_lsp.analysis import rules as rule_registry
 from stitch_lsp.analysis.cuda_consts import Constants
 from stitch_lsp.analysis.cuda_declarations import function_header, kernel_info
@@ -78,23 +80,56 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
     return tuple(sorted(found))
 
 
+CHUNK = 4096
+
+
+def _chunks(src: bytes) -> Any:
+    """The text for tree-sitter's parser: a large one as a reader of small chunks, so that other
+    threads (the server's event loop) get the GIL between them during a long parse."""
+    if len(src) <= 64 * CHUNK:
+        return src
+    view = memoryview(src)
+    return lambda byte, _point: bytes(view[byte:byte + CHUNK])
+
+
+def _longest_line(src: bytes, node: Node) -> int:
+    """The 0-based row of the longest line of ``node``'s text (where a budget is spent)."""
+    lines = src[node.start_byte:node.end_byte].split(b"\n")
+    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+    return node.start_point.row + longest
+
+
+_ANALYSIS_ERRORS = (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError)
+
+
+def _signature_only(src: bytes, cols: Columns, u: Unit, parse_ok: bool,
+                    note: Callable[[KernelInfo], Finding]) -> UnitResult:
+    """The signature of a function the rules did not finish, with a hint (``note``) saying why."""
+    row = u.unit.start_point.row
+    try:
+        k = kernel_info(src, cols, u.fn, u.unit, parse_ok=parse_ok, is_template=u.unit is not u.fn)
+    except _ANALYSIS_ERRORS:
+        k = None
+    if k is None:
+        return UnitResult(row, None, (), (), (), ())
+    return UnitResult(row, k, (), (), (), (note(k),), parse_ok)
+
+
 def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
                   conditional: tuple[tuple[int, int], ...] = ()) -> UnitResult:
     try:
         return _analyze_function(src, cols, consts, u, path, conditional)
-    except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
+    except budget.OverBudget as stop:
+        line = (stop.row if stop.row is not None else _longest_line(src, u.unit)) + 1
+        why = f"Static rules stopped at line {line}: expression too large (nvcc still checks it on save)"
+        return _signature_only(src, cols, u, True, lambda k: Finding(
+            path=path, range=k.name_range, severity=Severity.HINT, code="budget", message=why, source="stitch"))
+    except _ANALYSIS_ERRORS:
         # Pathological input (an expression nested thousands deep) or a bug: this function
         # contributes nothing rather than taking the whole file's analysis down, and says so.
         log.exception("analysis of a function in %s failed", path or "<text>")
-        row = u.unit.start_point.row
-        try:
-            k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn)
-        except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
-            k = None
-        if k is None:
-            return UnitResult(row, None, (), (), (), ())
-        note = _skipped(path, k, "the analysis failed on it (the server log has the details)")
-        return UnitResult(row, k, (), (), (), (note,), False)
+        return _signature_only(src, cols, u, False, lambda k: _skipped(
+            path, k, "the analysis failed on it (the server log has the details)"))
 
 
 def _skipped(path: str, k: KernelInfo, why: str) -> Finding:
@@ -176,9 +211,12 @@ def _analyze_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit:
     )
     findings: list[Finding] = []
     for rule in rule_registry.FUNCTION_RULES:
+        budget.check()
         out = Emitter(facts, path, rule.meta)
         try:
             rule.check(facts, out)
+        except budget.OverBudget:
+            raise
         except Exception:  # one rule's bug must not take the analysis down
             log.exception("rule %s failed on %s in %s", rule.meta.code, facts.name, path or "<text>")
             continue
@@ -273,14 +311,14 @@ class CudaAnalyzer:
     def _parse(self, src: bytes) -> tuple[Tree, Edit | None]:
         old, tree = (self._view.text if self._view is not None else None), self._tree
         if old is None or tree is None:
-            return self._parser.parse(src), None
+            return self._parser.parse(_chunks(src)), None
         start = common_prefix(old, src)
         suffix = common_suffix(old, src, min(len(old), len(src)) - start)
         old_end, new_end = len(old) - suffix, len(src) - suffix
         old_end_point, new_end_point = point_at(old, old_end), point_at(src, new_end)
         tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
                   start_point=point_at(old, start), old_end_point=old_end_point, new_end_point=new_end_point)
-        new_tree = self._parser.parse(src, tree)
+        new_tree = self._parser.parse(_chunks(src), tree)
         spans = [(start, new_end)] + [(r.start_byte, r.end_byte) for r in tree.changed_ranges(new_tree)]
         dirty = tuple((src.rfind(b"\n", 0, a) + 1, line_end(src, b)) for a, b in spans)
         return new_tree, Edit(start, old_end, new_end, new_end_point.row - old_end_point.row, dirty)
@@ -402,7 +440,8 @@ class CudaAnalyzer:
         hit = cache.get(key)
         row = node.start_point.row
         if hit is None:
-            hit = _analyze_unit(src, cols, consts, u, self.path, inside)
+            with budget.function():
+                hit = _analyze_unit(src, cols, consts, u, self.path, inside)
         elif hit.row != row:
             hit = hit.moved_to(row)
         return key, hit
@@ -467,9 +506,13 @@ def warm_up() -> None:
     CudaAnalyzer("").analyze("__global__ void warm_up(float* y) { y[threadIdx.x] = 0.0f; }")
 
 
-def analyze_cuda(text: str, path: str = "") -> CudaAnalysis:
-    """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can."""
-    return analyzer_for(path).analyze(text)
+def analyze_cuda(text: str, path: str = "", budget_s: float | None = None) -> CudaAnalysis:
+    """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can.
+
+    With ``budget_s``, a function whose analysis takes longer than that gets a hint instead of
+    findings (``analysis.budget``)."""
+    with budget.budget(budget_s):
+        return analyzer_for(path).analyze(text)
 
 
 def kernel_at(analysis: CudaAnalysis, position: Position) -> KernelInfo | None:

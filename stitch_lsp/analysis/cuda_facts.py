@@ -13,6 +13,7 @@ from typing import Iterable
 from attrs import define, field
 from tree_sitter import Node, QueryCursor
 
+from stitch_lsp.analysis import budget
 from stitch_lsp.analysis.cuda_consts import Constants, resolve_int
 from stitch_lsp.analysis.cuda_grammar import facts_query
 from stitch_lsp.analysis.cuda_declarations import (
@@ -117,6 +118,9 @@ class FunctionFacts:
     controls: list[Control] = field(factory=list)
     preprocs: list[Node] = field(factory=list)
     numbers: list[Node] = field(factory=list)
+    # number literal id -> the other operand of its binary expression (Node.parent walks from the root:
+    # asking it for every literal of a long `1.0 + 1.0 + ...` line was quadratic).
+    number_operands: dict[int, Node] = field(factory=dict)
     # `a.x * b.x` products of two builtin fields (checked for blockIdx * blockDim).
     builtin_products: list[Node] = field(factory=list)
     # `a % b` expressions (divisibility tests).
@@ -263,6 +267,7 @@ class FunctionFacts:
         hit = self._refs_memo.get(key)
         if hit is not None:
             return hit
+        budget.check()  # each call walks the expression: nested ones make many calls over one text
         out: set[str] = set()
         stack = [node]
         while stack:
@@ -496,7 +501,9 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
     )
     if body is None:
         return facts
+    budget.check_depth(body)
     matches = QueryCursor(facts_query()).matches(body)
+    budget.check()
     bare_calls: set[int] = set()
     launch_stmts: dict[int, Node] = {}
     write_targets: dict[int, int] = {}  # subscript node id -> evaluation order
@@ -553,11 +560,17 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         elif "number" in caps:
             facts.numbers.append(caps["number"][0])
         elif "binary" in caps:
-            right = caps["binary"][0].child_by_field_name("right")
+            binary = caps["binary"][0]
+            left, right = binary.child_by_field_name("left"), binary.child_by_field_name("right")
             if right is not None and right.type == "number_literal":
                 facts.numbers.append(right)
-        elif "mod" in caps:
-            facts.mods.append(caps["mod"][0])
+                if left is not None:
+                    facts.number_operands[right.id] = left
+            if left is not None and left.type == "number_literal" and right is not None:
+                facts.number_operands[left.id] = right
+            op = binary.child_by_field_name("operator")
+            if op is not None and op.type == "%":
+                facts.mods.append(binary)
         elif "mul" in caps:
             names = {node_text(src, caps["mul.a"][0]), node_text(src, caps["mul.b"][0])}
             if names == {"blockIdx", "blockDim"}:

@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(.stitch/gemm_tiles.json); later fuses use them")
     p.add_argument("--no-record", action="store_true",
                    help="never run the file's get_inputs() to record missing shapes")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                   help="fuse for this precision: the task's model and floating inputs cast, as KernelBench's "
+                        "harness does (default fp32); shapes recorded from your program keep their recorded dtypes")
     add_trust_flag(p)
     p.add_argument("--candidates", type=int, default=None, metavar="N",
                    help="LLM Coder: candidates asked for and verified at once each round (default: the "
@@ -136,6 +139,18 @@ def run(args: argparse.Namespace) -> int:
             verifier.close()
 
 
+def with_precision(task, precision: str, quiet: bool = False):
+    """``task`` cast to ``precision``, unless its shapes were recorded from the user's program (those dtypes win)."""
+    import attrs
+
+    from stitch_lsp.task.precision import cast_source, for_task
+
+    chosen, note = for_task(precision, task.shape_source, [t.dtype for t in task.inputs])
+    if note and not quiet:
+        print(f"stitch fuse: {note}", file=sys.stderr)
+    return attrs.evolve(task, source=cast_source(task.source, chosen)) if chosen != "fp32" else task
+
+
 def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, settings, prepared, verifier) -> int:
     from stitch_lsp.fuse.edit import apply_text_edits, build_edit, names_for
     from stitch_lsp.fuse.service import fuse_task, outcome_json
@@ -144,7 +159,7 @@ def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, setting
         if not args.json:
             print(f"[{ev.stage}] {ev.message}", file=sys.stderr)
 
-    task = prepared.task
+    task = with_precision(prepared.task, args.precision, quiet=args.json)
     module_path, func = names_for(task, settings)
     outcome = fuse_task(task, settings, coder=args.coder, verifier=verifier, cancel=CancelToken(),
                         report=report, workdir=root, edit_namer=lambda _o: (module_path, func),

@@ -311,7 +311,7 @@ def record(region: Region, source: str, *, python: str = "", timeout_s: float = 
     import sys as _sys
 
     from stitch_lsp.serde import from_json, to_json
-    from stitch_lsp.verify.worker_pool import worker_env
+    from stitch_lsp.child_env import worker_env
     from stitch_lsp.contract import SHAPE_RECORDER
     from stitch_lsp.contract.trace import RecordReply, RecordRequest
 

@@ -66,6 +66,10 @@ def read_source(path: Path) -> tuple[str | None, str]:
         return data.decode("utf-8", "replace"), f"not valid UTF-8 (byte {exc.start}); undecodable bytes were replaced"
 
 
+# A terminal waits longer than an editor, but no text may stall it (analysis.budget).
+CLI_ANALYSIS_BUDGET_S = 30.0
+
+
 def check_file(path: Path, settings: Settings, *, compile: bool = True, root: Path | None = None) -> FileCheck:
     from stitch_lsp.analysis.cuda_analysis import analyze_cuda
 
@@ -77,7 +81,7 @@ def check_file(path: Path, settings: Settings, *, compile: bool = True, root: Pa
         return result
     if note:
         result.notes.append(note)
-    analysis = analyze_cuda(text, str(path.resolve()))
+    analysis = analyze_cuda(text, str(path.resolve()), budget_s=CLI_ANALYSIS_BUDGET_S)
     findings = [_at(f, shown) for f in analysis.findings]
     if not analysis.parse_ok:
         findings += parse_notice(shown, analysis.syntax_errors)

@@ -15,7 +15,10 @@ _SCALARS = frozenset({"float", "auto"}) | INT32_TYPES | INT64_TYPES
 _QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|static|constexpr)\b|[*&]")
 
 
-def _other_operand(node: Node) -> Node | None:
+def _other_operand(facts: FunctionFacts, node: Node) -> Node | None:
+    known = facts.number_operands.get(node.id)
+    if known is not None:
+        return known
     parent = node.parent
     if parent is None:
         return None
@@ -95,7 +98,7 @@ class DoubleLiteral(Rule):
             return  # a kernel that means FP64, or one not about floats at all
         for n in facts.numbers:
             lit = facts.text(n)
-            if not _DOUBLE.match(lit) or _is_vector(facts, _other_operand(n)):
+            if not _DOUBLE.match(lit) or _is_vector(facts, _other_operand(facts, n)):
                 continue
             if facts.is_global and _once_per_thread(facts, n):
                 continue
