@@ -15,7 +15,7 @@ from pathlib import Path
 from stitch_lsp import __version__
 
 # Subcommand modules, in the order `stitch --help` lists them.
-COMMANDS = ["check", "verify", "verify_kernel", "fuse", "bench"]
+COMMANDS = ["check", "verify", "verify_kernel", "fuse", "record", "bench"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -48,6 +48,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _workspace_for(path: Path) -> Path:
     for parent in [path.parent, *path.parent.parents]:
+        if (parent / ".stitch" / "recordings").is_dir():  # where `stitch record` ran: the recordings' root
+            return parent
+    for parent in [path.parent, *path.parent.parents]:
         if (parent / "pyproject.toml").exists() or (parent / ".git").exists():
             return parent
     return path.parent
@@ -62,6 +65,11 @@ def parse_target(target: str) -> tuple[Path, int, int]:
     if start < 1 or end < start:
         raise ValueError(f"bad line range {start}-{end}")
     return Path(m.group(1)), start, end
+
+
+def _has_get_inputs(source: str) -> bool:
+    """The file's own entry point the get_inputs() recorder runs (a benchmark-style file)."""
+    return re.search(r"^def get_inputs\(", source, re.M) is not None
 
 
 def _verifier(settings, root: Path, coder: str = "template", cluster: str | None = None):
@@ -107,14 +115,14 @@ def run(args: argparse.Namespace) -> int:
     if args.candidates is not None:
         settings = settings.replace(candidates_per_round=max(1, args.candidates))
     rel = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
-    prepared = prepare(source, rel, start - 1, end - 1, settings)
-    if prepared.task is None and prepared.missing_shapes and not args.no_record:
+    prepared = prepare(source, rel, start - 1, end - 1, settings, root=root)
+    if prepared.task is None and prepared.missing_shapes and not args.no_record and _has_get_inputs(source):
         # Asked for from a terminal: run the file's own entry point under the shape recorder.
         from stitch_lsp.task.shapes import record
 
         recorded, why = record(prepared.region, source, python=settings.python)
         if recorded is not None:
-            prepared = prepare(source, rel, start - 1, end - 1, settings, recorded)
+            prepared = prepare(source, rel, start - 1, end - 1, settings, recorded, root=root)
         elif not args.json:
             print(f"stitch fuse: shape recorder: {why}", file=sys.stderr)
     if prepared.task is None:
@@ -160,6 +168,8 @@ def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, setting
             print(f"[{ev.stage}] {ev.message}", file=sys.stderr)
 
     task = with_precision(prepared.task, args.precision, quiet=args.json)
+    if prepared.shapes_from() and not args.json:
+        print(f"Shapes: {prepared.shapes_from()}", file=sys.stderr)
     module_path, func = names_for(task, settings)
     outcome = fuse_task(task, settings, coder=args.coder, verifier=verifier, cancel=CancelToken(),
                         report=report, workdir=root, edit_namer=lambda _o: (module_path, func),

@@ -174,6 +174,8 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     traced = trace(task, settings, verifier=verifier, cancel=cancel)
     if not traced.ok or traced.graph is None:
         outcome.message = f"Could not trace the selection: {traced.message}"
+        if "comment" in (task.shape_source or ""):  # the shapes are the user's: say where to look
+            outcome.message += "; check the shapes in the `# stitch:` comment above it (or record your program)"
         return outcome
     if not traced.graph.nodes:
         # e.g. arithmetic on sizes (x.shape[0] * 2): Python computes it; no tensor op ran.

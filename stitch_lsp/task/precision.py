@@ -14,6 +14,8 @@ those are what the program runs (``for_task``).
 
 from __future__ import annotations
 
+import re
+
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DEFAULT = "fp32"
 _MARK = "# --- stitch: precision "
@@ -88,12 +90,15 @@ def precision_of(source: str) -> str:
 
 def for_task(requested: str, shape_source: str, recorded_dtypes: list[str] | None = None) -> tuple[str, str]:
     """(the precision to run a selection in, a note for the user): a recording's dtypes win over
-    ``--precision``, since they are what the user's program runs (``shape_source == "recorder"``).
+    ``--precision``, since they are what the user's program runs (every input's source a recording:
+    ``recorded (FILE, line N)`` from ``stitch record``, or ``recorder``).
 
     The hook for recordings: a recorded selection is fused at the dtypes it was recorded with, and
     the note says that the option was not applied."""
     dtype_of(requested)
-    if shape_source == "recorder" and requested != DEFAULT:
+    others = re.sub(r"recorded \([^)]*\)|recorder", "", shape_source).strip(", ")
+    recorded = bool(shape_source) and not others
+    if recorded and requested != DEFAULT:
         seen = ", ".join(sorted(set(recorded_dtypes or []))) or "the recorded dtypes"
         return DEFAULT, f"--precision {requested} not applied: the recording of your program says {seen}"
     return requested, ""

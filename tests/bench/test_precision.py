@@ -132,3 +132,10 @@ def test_stitch_verify_runs_both_models_in_fp16(tmp_path):
     assert verdict["status"] == "correct", verdict["summary"]
     assert verdict["correctness"]["dtype"] == "float16"
     assert verdict["correctness"]["rtol"] == pytest.approx(1e-2)
+
+
+def test_a_selection_recorded_by_stitch_record_keeps_its_dtypes():
+    where = "recorded (.stitch/recordings/model.py/Block.forward.json, line 104)"
+    chosen, note = for_task("fp16", where, ["float32"])
+    assert chosen == "fp32" and "not applied" in note
+    assert for_task("fp16", where + ",comment") == ("fp16", "")
