@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import shutil
 import tempfile
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -50,9 +51,12 @@ class SpillReport:
         self._future = self._pool.submit(self._run, settings, sources, cancel)
 
     @staticmethod
-    def _run(settings: Settings, sources: dict[str, str], cancel: CancelToken | None) -> list[KernelResources]:
+    def _run(settings: Settings, sources: dict[str, str], cancel: CancelToken | None) -> CompileResult:
+        from stitch_lsp.verify.nvcc_diagnostics import parse_nvcc_output, to_findings
+
         arch = detect_arch(settings)
-        kernels: list[KernelResources] = []
+        result = CompileResult(ok=True, backend="nvcc")
+        started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="stitch-ptxas-") as tmp:
             for name, text in sources.items():
                 path = Path(tmp) / Path(name).name
@@ -60,16 +64,34 @@ class SpillReport:
                 cmd = [settings.nvcc_path, "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-std=c++17",
                        "-o", str(path.with_suffix(".cubin")), str(path)]
                 out = run_process_group(cmd, timeout=settings.compile_timeout_s, cwd=tmp, token=cancel)
+                output = out.stdout + "\n" + out.stderr
                 if out.returncode == 0:
-                    kernels.extend(parse_ptxas(out.stdout + "\n" + out.stderr).kernels)
-        return kernels
+                    result.kernels.extend(parse_ptxas(output).kernels)
+                else:
+                    result.ok = False
+                    result.log += output[-4000:]
+                    result.diagnostics.extend(to_findings(parse_nvcc_output(output), compiled_file=str(path),
+                                                          display_path=name, source_text=text, cwd=tmp))
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def compile_result(self, timeout_s: float = 120.0) -> CompileResult | None:
+        """The candidate compiled by nvcc here, for a verdict without one (no GPU ran the worker's build)."""
+        if self._future is None:
+            return None
+        try:
+            return self._future.result(timeout=timeout_s)
+        except Exception:  # noqa: BLE001 - a compiler that did not answer: no compile figures
+            return None
+        finally:
+            self._close()
 
     def merge(self, result: CompileResult | None, timeout_s: float = 30.0) -> None:
         if self._future is None or result is None or not result.ok:
             self._close()
             return
         try:
-            found = self._future.result(timeout=timeout_s)
+            found = self._future.result(timeout=timeout_s).kernels
         except Exception:
             found = []
         finally:

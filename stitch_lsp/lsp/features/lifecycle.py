@@ -23,10 +23,11 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
+from stitch_lsp.lsp import setting_scopes, trust_message
 from stitch_lsp.lsp.server import StitchServer
 from stitch_lsp.lsp.text_documents import use_fast_documents
-from stitch_lsp.settings import Layer, build, from_pyproject, from_user_config, user_config_path
-from stitch_lsp.workspace_trust import Ignored, summary
+from stitch_lsp.settings import Layer, build, from_pyproject, from_user_config
+from stitch_lsp.workspace_trust import Ignored
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,11 @@ _LAYERS = (
     ("initializationOptions", True),
     ("workspace/configuration", True),
 )
+# What an editor merges from its user and workspace settings: "$scopes" (set by the client, never by a
+# settings file) says which values are the user's (``setting_scopes``).
+_EDITOR_LAYERS = ("initializationOptions", "workspace/configuration")
 # Keys of initializationOptions that are not settings.
-_OPTION_KEYS = ("trusted", "settings", "userSettings")
+_OPTION_KEYS = ("trusted", "settings", "userSettings", "handles")
 
 
 class SettingsLayers:
@@ -112,19 +116,16 @@ def flush_untrusted(server: StitchServer) -> None:
     layers: SettingsLayers = server.settings_layers
     layers.ready = True
     pending, layers.pending = layers.pending, []
-    if pending:
-        server.show_message(
-            f"Stitch ignored settings because this workspace is not trusted, {summary(pending)}. "
-            f"Your own settings (user settings, or {user_config_path()}) or the defaults apply instead; "
-            "trust the workspace to use its settings. Details are in the log.",
-            lsp.MessageType.Warning,
-        )
+    trust_message.tell(server, pending)
 
 
 def rebuild_settings(server: StitchServer) -> None:
     layers: SettingsLayers = server.settings_layers
     built = build(
-        [Layer(name, layers.layers[name], workspace) for name, workspace in _LAYERS],
+        [Layer(part, raw, workspace and in_workspace)
+         for name, workspace in _LAYERS
+         for part, raw, in_workspace in (setting_scopes.split(name, layers.layers[name]) if name in _EDITOR_LAYERS
+                                         else [(name, layers.layers[name], workspace)])],
         root=server.root,
         trusted=server.trusted,
     )
@@ -164,6 +165,8 @@ def set_trusted(server: StitchServer, trusted: bool) -> None:
         return
     server.trusted = bool(trusted)
     log.info("workspace trust: %s", server.trusted)
+    if server.trusted:
+        trust_message.withdraw(server)
     rebuild_settings(server)
 
 

@@ -1,0 +1,52 @@
+"""The one message about workspace settings left out while the workspace is untrusted.
+
+Only values the workspace set are reported (the user's own never are: ``setting_scopes``), in one
+message once the client's settings are in, and each value once. A client that handles the
+``stitch/untrustedSettings`` notification (it lists it in ``initializationOptions.handles``) shows
+the message itself and withdraws it when the list comes back empty, which the server sends when
+the workspace is trusted; any other client gets ``window/showMessage``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from stitch_lsp.lsp.server import StitchServer
+from stitch_lsp.workspace_trust import Ignored, camel, summary
+
+NOTIFICATION = "stitch/untrustedSettings"
+
+
+def client_handles(server: StitchServer) -> bool:
+    handles = server.initialization_options.get("handles") if isinstance(server.initialization_options, dict) else None
+    return isinstance(handles, list) and NOTIFICATION in handles
+
+
+def text(ignored: list[Ignored]) -> str:
+    return (f"Stitch ignores settings this workspace sets until you trust it, {summary(ignored)}. "
+            "Your own settings or the defaults apply instead.")
+
+
+def tell(server: StitchServer, ignored: list[Ignored]) -> None:
+    if not ignored:
+        return
+    message = text(ignored)
+    if client_handles(server):
+        payload: dict[str, Any] = {
+            "message": message,
+            "ignored": [{"setting": camel(i.key), "value": i.value, "source": i.source, "reason": i.reason}
+                        for i in ignored],
+        }
+        server._stitch_untrusted_told = True  # type: ignore[attr-defined]
+        server.call_soon(lambda: server.protocol.notify(NOTIFICATION, payload))
+    else:
+        server.show_message(message, lsp.MessageType.Warning)
+
+
+def withdraw(server: StitchServer) -> None:
+    """The workspace is trusted: the message no longer holds."""
+    if client_handles(server) and getattr(server, "_stitch_untrusted_told", False):
+        server._stitch_untrusted_told = False  # type: ignore[attr-defined]
+        server.call_soon(lambda: server.protocol.notify(NOTIFICATION, {"message": "", "ignored": []}))
