@@ -10,6 +10,7 @@ merged into the verdict's ``compile.kernels`` by kernel name.
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import tempfile
 import time
@@ -34,9 +35,20 @@ def kernel_sources(candidate: Candidate) -> dict[str, str]:
     for i, node in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)):
         text = node.value
         # load_inline sources need torch's headers and host code: leave them to their own build.
-        if "__global__" in text and "torch/extension.h" not in text and "<torch/" not in text:
+        if "__global__" in text and "torch/extension.h" not in text and "<torch/" not in text and not _is_json(text):
             sources[f"embedded_{node.lineno}.cu"] = text
     return sources
+
+
+def _is_json(text: str) -> bool:
+    """A data blob that quotes CUDA source (the candidate's manifest), not a translation unit."""
+    if not text.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 class SpillReport:
