@@ -46,11 +46,17 @@ trap cleanup EXIT
 ws=$work/project
 mkdir -p "$ws/.vscode" "$ws/tools" "$work/data/User" "$work/data/Machine" "$work/ext"
 cp "$here/fixtures/scale.cu" "$here/fixtures/model.py" "$ws/"
+cp "$here/fixtures/scale.cu" "$ws/restart.cu"
 printf '#!/bin/sh\nexec nvcc "$@"\n' > "$ws/tools/nvcc-wrapper"; chmod +x "$ws/tools/nvcc-wrapper"
 # Settings the workspace sets for itself: a compiler in its pyproject.toml, and in .vscode/settings.json the
-# same compiler (VS Code itself hides it while untrusted: a restricted setting) and an arch that is no arch.
+# same compiler (VS Code itself hides it while untrusted: a restricted setting) and a pair of files outside it.
 printf '[tool.stitch]\nnvccPath = "./tools/nvcc-wrapper"\n' > "$ws/pyproject.toml"
-printf '{\n  "stitch.nvccPath": "./tools/nvcc-wrapper",\n  "stitch.arch": "sm_90 -ccbin ./tools/cc"\n}\n' > "$ws/.vscode/settings.json"
+cat > "$ws/.vscode/settings.json" <<'JSON'
+{
+  "stitch.nvccPath": "./tools/nvcc-wrapper",
+  "stitch.pair": [{ "kernel": "/opt/elsewhere/k.cu:k", "reference": "/opt/elsewhere/ref.py" }]
+}
+JSON
 # The user's own settings name the interpreter (the case that was wrongly reported as the workspace's).
 # code-server is a remote window: a machine-overridable setting is read from the Remote (Machine) tab.
 printf '{\n  "stitch.python": "%s"\n}\n' "$python" > "$work/data/Machine/settings.json"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
-import shutil
+import os
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,7 +21,7 @@ from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.pipeline import Candidate
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import CompileResult, KernelResources
-from stitch_lsp.verify.nvcc import detect_arch, run_process_group
+from stitch_lsp.verify.nvcc import detect_arch, find_nvcc, run_process_group
 from stitch_lsp.verify.ptxas_report import parse_ptxas
 
 
@@ -57,13 +57,15 @@ class SpillReport:
     def __init__(self, settings: Settings, candidate: Candidate, cancel: CancelToken | None = None) -> None:
         self._future: Future | None = None
         sources = kernel_sources(candidate)
-        if not sources or shutil.which(settings.nvcc_path) is None:
+        nvcc = find_nvcc(settings.nvcc_path)
+        if not sources or nvcc is None:
             return
+        # Absolute: the compile runs in a temporary folder, and a relative nvccPath is the workspace's.
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stitch-ptxas")
-        self._future = self._pool.submit(self._run, settings, sources, cancel)
+        self._future = self._pool.submit(self._run, settings, os.path.abspath(nvcc), sources, cancel)
 
     @staticmethod
-    def _run(settings: Settings, sources: dict[str, str], cancel: CancelToken | None) -> CompileResult:
+    def _run(settings: Settings, nvcc: str, sources: dict[str, str], cancel: CancelToken | None) -> CompileResult:
         from stitch_lsp.verify.nvcc_diagnostics import parse_nvcc_output, to_findings
 
         arch = detect_arch(settings)
@@ -73,7 +75,7 @@ class SpillReport:
             for name, text in sources.items():
                 path = Path(tmp) / Path(name).name
                 path.write_text(text)
-                cmd = [settings.nvcc_path, "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-std=c++17",
+                cmd = [nvcc, "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-std=c++17",
                        "-o", str(path.with_suffix(".cubin")), str(path)]
                 out = run_process_group(cmd, timeout=settings.compile_timeout_s, cwd=tmp, token=cancel)
                 output = out.stdout + "\n" + out.stderr

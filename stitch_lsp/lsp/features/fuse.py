@@ -140,7 +140,6 @@ class Fuser:
             rel = path
         from stitch_lsp.agents.fuse_edit import names_for
         from stitch_lsp.agents.fuse_region import prepare
-        from stitch_lsp.agents.fuse_service import fuse_task
 
         prepared = prepare(source, rel, start, end, settings)
         needs_record = prepared.task is None and bool(prepared.missing_shapes) and "def get_inputs" in source
@@ -156,6 +155,9 @@ class Fuser:
         timeout_s = (settings.verify_timeout_s + 180) * (1 + llm_rounds)
 
         def run(cancel, report) -> FuseOutcome | None:
+            # Imported here, on the job's thread: the first fuse must not hold up the server's loop.
+            from stitch_lsp.agents.fuse_service import fuse_task
+
             current = prepared
             if needs_record:
                 # Shape source 3 (trusted workspaces only): run the file's get_inputs() under the recorder.
