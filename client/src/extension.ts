@@ -64,7 +64,7 @@ export function activate(context: vscode.ExtensionContext): void {
       if (event.affectsConfiguration(`${SECTION}.trace.server`)) {
         trace.setTraceSetting(vscode.workspace.getConfiguration(SECTION).get<string>("trace.server", "off"));
       }
-      if (changeNeedsRestart((section) => event.affectsConfiguration(section))) {
+      if (changeNeedsRestart((section) => event.affectsConfiguration(section)) && server.pythonSettingChanged()) {
         void server.restart("stitch.python changed", true);
       } else if (event.affectsConfiguration(SECTION)) {
         void server.sendUserSettings();
@@ -74,8 +74,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.workspace.onDidGrantWorkspaceTrust(async () => {
       showTrustAction(trustMessages.onTrusted());
       statusBar.setStatus(statusBar.status ? { ...statusBar.status, trusted: true } : undefined);
-      const python = vscode.workspace.getConfiguration(SECTION).inspect<string>("python");
-      if (python?.workspaceValue !== undefined || python?.workspaceFolderValue !== undefined) {
+      if (server.pythonSettingChanged()) {
         // The workspace names its own interpreter, ignored until now: run the server there.
         await server.restart("workspace trusted; its stitch.python now applies", true);
       } else {

@@ -101,6 +101,7 @@ export class ServerController implements vscode.Disposable {
   private python = "";
   private spawnErrorCode: string | undefined;
   private startedByUser = false;
+  private launchedPythonSetting = "";
   private state: ServerState = "stopped";
   private readonly disposables: vscode.Disposable[] = [];
   private progress: vscode.Disposable | undefined;
@@ -128,8 +129,18 @@ export class ServerController implements vscode.Disposable {
     return this.python;
   }
 
+  /**
+   * Whether `stitch.python` now reads differently from when this server was started. Trusting a
+   * workspace fires a change for every restricted setting; only a new interpreter needs a new process.
+   */
+  pythonSettingChanged(): boolean {
+    return (vscode.workspace.getConfiguration(SECTION).get<string>("python") ?? "") !== this.launchedPythonSetting;
+  }
+
   /** Start (or restart) the server; `byUser` forgets earlier crashes. */
   restart(reason: string, byUser = false): Promise<void> {
+    // Noted now, not when the queued start runs: a second change event for the same value restarts nothing.
+    this.launchedPythonSetting = vscode.workspace.getConfiguration(SECTION).get<string>("python") ?? "";
     this.queue = this.queue.then(async () => {
       if (byUser) {
         this.policy.reset();
