@@ -25,8 +25,8 @@ def client_handles(server: StitchServer) -> bool:
 
 
 def text(ignored: list[Ignored]) -> str:
-    return (f"Stitch ignores settings this workspace sets until you trust it, {summary(ignored)}. "
-            "Your own settings or the defaults apply instead.")
+    return (f"Stitch ignored settings this workspace sets, because it is not trusted (until you trust it), "
+            f"{summary(ignored)}. Your own settings or the defaults apply instead.")
 
 
 def tell(server: StitchServer, ignored: list[Ignored]) -> None:
