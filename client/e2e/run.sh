@@ -74,7 +74,8 @@ cat > "$work/data/User/settings.json" <<JSON
   "chat.disableAIFeatures": true,
   "workbench.secondarySideBar.defaultVisibility": "hidden",
   "editor.hover.delay": 300,
-  "window.commandCenter": false
+  "window.commandCenter": false,
+  "stitch.trace.server": "${E2E_TRACE:-off}"
 }
 JSON
 "$node_bin" "$entry" --user-data-dir "$work/data" --extensions-dir "$work/ext" --install-extension "$vsix" --force >/dev/null
