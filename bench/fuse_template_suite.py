@@ -38,8 +38,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from stitch_lsp.agents.planner import make_plan  # noqa: E402
-from stitch_lsp.agents.template_coder import TemplateCoder  # noqa: E402
+from stitch_lsp.plan.planner import make_plan  # noqa: E402
+from stitch_lsp.coders.template import TemplateCoder  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
 from stitch_lsp.worker.trace_handler import trace_task  # noqa: E402
 
@@ -197,8 +197,8 @@ for entry in json.load(open(spec_path)):
 
 def edit_entry(name: str, source: str, plan, ws: Path) -> dict:
     """Write the files accepting ``name``'s fused kernel would write (under ``ws``); how to call it."""
-    from stitch_lsp.agents.fuse_edit import edit_files, names_for
-    from stitch_lsp.agents.fuse_service import FuseOutcome
+    from stitch_lsp.fuse.edit import edit_files, names_for
+    from stitch_lsp.fuse.service import FuseOutcome
     from stitch_lsp.settings import Settings
 
     task = Task(name=name, source=source, origin_path=f"references/{name}.py")

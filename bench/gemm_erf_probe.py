@@ -9,8 +9,8 @@ without synchronising), and one profiled call's kernels with their start offsets
 """
 import statistics, time, types, sys
 import torch
-from stitch_lsp.agents.planner import make_plan
-from stitch_lsp.agents.template_coder import TemplateCoder
+from stitch_lsp.plan.planner import make_plan
+from stitch_lsp.coders.template import TemplateCoder
 from stitch_lsp.pipeline import Task
 from stitch_lsp.worker.trace_handler import trace_task
 

@@ -68,10 +68,11 @@ def main() -> int:
 
     import torch
 
-    from stitch_lsp.agents.template_coder import candidate_module, lower
-    from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, spec_of
-    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, TileCache, record, tune_cases
-    from stitch_lsp.gemm_tuning import TuneRequest
+    from stitch_lsp.coders.template import candidate_module, lower
+    from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
+    from stitch_lsp.coders.template.gemm_tune import tune_cases
+    from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, record
+    from stitch_lsp.contract.gemm_tune import TuneRequest
     from stitch_lsp.pipeline import Task
     from stitch_lsp.serde import to_dict
     from stitch_lsp.worker.compare import compare

@@ -9,8 +9,8 @@ others with ShapeMismatch). Prints microseconds per call and a cProfile of the f
 import sys, time, cProfile, pstats, io, torch
 from pathlib import Path
 sys.path.insert(0, '.'); sys.path.insert(0, 'bench')
-from stitch_lsp.agents.planner import make_plan
-from stitch_lsp.agents.template_coder import TemplateCoder
+from stitch_lsp.plan.planner import make_plan
+from stitch_lsp.coders.template import TemplateCoder
 from stitch_lsp.pipeline import Task
 from stitch_lsp.worker.trace_handler import trace_task
 from fuse_template_suite import load, build, draw

@@ -38,14 +38,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from stitch_lsp.agents import op_table  # noqa: E402
-from stitch_lsp.agents.planner import make_plan  # noqa: E402
-from stitch_lsp.agents.template_coder import lower  # noqa: E402
+from stitch_lsp.plan import op_table  # noqa: E402
+from stitch_lsp.coders import conv_layouts  # noqa: E402
+from stitch_lsp.plan.planner import make_plan  # noqa: E402
+from stitch_lsp.coders.template import lower  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
 from stitch_lsp.worker.trace_handler import trace_task  # noqa: E402
 
 try:
-    from stitch_lsp.agents.library_calls import library_kind  # noqa: E402
+    from stitch_lsp.plan.library_calls import library_kind  # noqa: E402
 except ImportError:  # before library calls had a module: GEMMs only
     def library_kind(op: str) -> str | None:
         return "gemm" if op in op_table.LIBRARY_OPS else None
@@ -148,7 +149,7 @@ def host_check(source: str, tmp: Path) -> str:
     for mode in ("", "split"):
         if mode == "split":
             # Every reduction along rows split into three parts: the multi-kernel path at a size a CPU runs.
-            from stitch_lsp.agents.template_coder import reduction_kernels as rk
+            from stitch_lsp.coders.template import reduction_kernels as rk
 
             def three(rows_, row_len, vec, blocks, **kw):
                 chunk = -(-(-(-row_len // 3)) // vec) * vec
@@ -227,7 +228,7 @@ def run_dir(directory: Path, args) -> list[dict]:
             if not reply.ok or reply.graph is None:
                 row.update(status="trace failed", blocking=[reply.message])
             else:
-                plan = make_plan(Task(name=path.stem, source=source), reply.graph)
+                plan = make_plan(Task(name=path.stem, source=source), reply.graph, layouts=conv_layouts)
                 t1 = time.perf_counter()
                 program = lower(reply.graph)
                 row["lower_s"] = round(time.perf_counter() - t1, 2)

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from stitch_lsp.agents.library_calls import library_kind  # noqa: E402
+from stitch_lsp.plan.library_calls import library_kind  # noqa: E402
 from stitch_lsp.benchsuite.merge import merge  # noqa: E402
 from stitch_lsp.benchsuite.results import CODER_ERROR, ERROR, SHARD_CRASHED, TIMEOUT, BenchReport  # noqa: E402
 from stitch_lsp.verdict import VerdictStatus  # noqa: E402

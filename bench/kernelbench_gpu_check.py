@@ -41,15 +41,15 @@ def _number(path: Path) -> int:
 def generate(directory: Path, out: Path, only: list[str], settings: list[str] = (), suffix: str = "") -> int:
     import importlib
 
-    from stitch_lsp.agents.planner import make_plan
-    from stitch_lsp.agents.template_coder import TemplateCoder
+    from stitch_lsp.plan.planner import make_plan
+    from stitch_lsp.coders.template import TemplateCoder
     from stitch_lsp.pipeline import Task
     from stitch_lsp.worker.trace_handler import trace_task
 
     for setting in settings:
         target, value = setting.split("=", 1)
         module, attr = target.rsplit(".", 1)
-        mod = importlib.import_module(f"stitch_lsp.agents.template_coder.{module}")
+        mod = importlib.import_module(f"stitch_lsp.coders.template.{module}")
         setattr(mod, attr, ast.literal_eval(value))
     out.mkdir(parents=True, exist_ok=True)
     level = re.search(r"level_?(\d+)", str(directory))

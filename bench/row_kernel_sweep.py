@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO / "bench"))
 import torch  # noqa: E402
 
 import fuse_template_suite as suite  # noqa: E402
-from stitch_lsp.agents.planner import make_plan  # noqa: E402
-from stitch_lsp.agents.template_coder import TemplateCoder, reduction_kernels as kernels  # noqa: E402
+from stitch_lsp.plan.planner import make_plan  # noqa: E402
+from stitch_lsp.coders.template import TemplateCoder, reduction_kernels as kernels  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
 from stitch_lsp.worker.trace_handler import trace_task  # noqa: E402
 

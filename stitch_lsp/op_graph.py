@@ -185,36 +185,3 @@ def specialise(graph: OpGraph, shapes: list[tuple[int, ...]]) -> OpGraph:
         out.nodes.append(OpNode(n.name, n.op, json.dumps(sub(json.loads(n.args_json))),
                                 json.dumps(sub(json.loads(n.kwargs_json))), shape, n.dtype))
     return out
-
-
-@define
-class TraceRequest:
-    task_source: str
-    # Trace on the meta device (no memory, no compute); the real tensors are never needed.
-    timeout_s: float = 120.0
-
-
-@define
-class TraceReply:
-    ok: bool
-    graph: OpGraph | None = None
-    message: str = ""  # why tracing failed, in the user's terms
-    input_specs: list[tuple[tuple[int, ...], str]] = field(factory=list)
-
-
-@define
-class RecordRequest:
-    path: str
-    source: str
-    class_name: str | None
-    function: str
-    line: int  # 0-based line of the selection's first statement
-    names: list[str] = field(factory=list)
-
-
-@define
-class RecordReply:
-    ok: bool
-    shapes: dict[str, tuple[list[int], str]] = field(factory=dict)  # name -> (shape, dtype)
-    values: dict[str, str] = field(factory=dict)  # plain numbers among the names
-    message: str = ""

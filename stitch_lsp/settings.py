@@ -77,6 +77,9 @@ class Settings:
     # GEMMs: "auto" (the Triton GEMM family where it is faster: fp32 via 3xTF32, half precision with an epilogue
     # cuBLASLt cannot fuse), "triton" (every GEMM it can take), "cublas" (GEMMs stay on cuBLAS).
     gemm: str = "auto"
+    # torch.compile's mode for the timing baseline: "default" or "max-autotune-no-cudagraphs".
+    compile_mode: str = field(default="default",
+                              validator=attrs.validators.in_(("default", "max-autotune-no-cudagraphs")))
     # Set by the client (workspace trust); nothing is executed until it is true.
     trusted: bool = False
     python: str = ""  # interpreter for worker processes; "" = the server's own

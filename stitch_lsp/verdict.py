@@ -137,13 +137,51 @@ class TimingStats:
 
 
 @define
+class ClockNotes:
+    """The GPU's state around the timing run (NVML), and what in it makes the ratios less repeatable."""
+
+    source: str = ""  # "NVML" | "nvidia-smi" | "" (not recorded)
+    sm_mhz: list[int] = field(factory=list)  # SM clock at each snapshot (before, after the rounds)
+    mem_mhz: list[int] = field(factory=list)
+    sm_max_mhz: int | None = None
+    other_processes: list[str] = field(factory=list)
+    flagged: bool = False  # a clock moved, the driver throttled, or another process shared the GPU
+    notes: list[str] = field(factory=list)
+
+
+# What a speedup is a ratio of.
+GPU_TIME = "gpu_time"  # device time of calls queued back to back (host launch cost hidden)
+CALL_LATENCY = "call_latency"  # host clock around one synchronised call (host cost included)
+
+
+@define
 class Timing:
     status: str = "skipped"  # measured | skipped | error
+    # GPU time of each contender (calls queued back to back behind a blocking kernel, L2 flushed).
     eager: TimingStats | None = None
-    compiled: TimingStats | None = None  # torch.compile, default mode
+    compiled: TimingStats | None = None  # torch.compile, in ``compile_mode``
     candidate: TimingStats | None = None
+    # The headline ratios: medians of per-round ratios of ``measure``, with their 95 % intervals [low, high].
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedup_vs_eager_ci: list[float] | None = None
+    speedup_vs_compile_ci: list[float] | None = None
+    measure: str = GPU_TIME
+    # Call latency (host included) of each contender, and its ratios, beside the headline.
+    eager_latency: TimingStats | None = None
+    compiled_latency: TimingStats | None = None
+    candidate_latency: TimingStats | None = None
+    latency_vs_eager: float | None = None
+    latency_vs_compile: float | None = None
+    latency_vs_eager_ci: list[float] | None = None
+    latency_vs_compile_ci: list[float] | None = None
+    compile_mode: str = "default"  # torch.compile's mode for the baseline
+    compile_reused: bool = False  # the compiled baseline came from an earlier job in this worker
+    launch: str = ""  # how GPU-time calls were issued ("queued behind a blocking kernel", "host-bound")
+    rounds: int = 0
+    converged: bool = False  # every ratio's interval reached the target before the time cap
+    ci_target: float = 0.015  # relative half-width sampling aimed for
+    clocks: ClockNotes | None = None
     host_clock_ok: bool = True  # host clock agrees with CUDA events (no hidden side-stream work)
     suspicious: bool = False  # > 10x: extra scrutiny ran
     method: str = ""  # how it was measured, one line
@@ -358,6 +396,8 @@ class Verdict:
     events: list[str] = field(factory=list)
     seconds: float = 0.0
     cache_key: str = ""
+    measured_at: str = ""  # UTC time the worker produced it (ISO 8601)
+    from_cache: bool = False  # answered from a cache: the figures are from ``measured_at``
 
     @property
     def offerable(self) -> bool:

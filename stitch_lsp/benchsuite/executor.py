@@ -43,9 +43,13 @@ class WorkerSpec:
     profile: str = "all"
     sanitize: bool = False
     task_timeout_s: float = 900.0
+    no_cache: bool = False  # measure again: no verdict cache, no reused torch.compile baseline
 
     def backend_options(self, workdir: Path) -> dict[str, Any]:
-        return {"workdir": str(workdir), "profile": self.profile, "sanitize": self.sanitize}
+        options: dict[str, Any] = {"workdir": str(workdir), "profile": self.profile, "sanitize": self.sanitize}
+        if self.no_cache:
+            options["no_cache"] = True
+        return options
 
 
 class Executor(Protocol):
@@ -84,12 +88,3 @@ class LocalExecutor:
 
     def close(self) -> None:
         return None
-
-
-def make_executor(cluster: str | None, gpus: int | None = None) -> Executor:
-    """``cluster``: None for this machine; a Ray address (``ray://HOST:PORT``, ``HOST:PORT``, ``auto``)."""
-    if cluster is None:
-        return LocalExecutor(gpus)
-    from stitch_lsp.benchsuite.ray_executor import RayExecutor
-
-    return RayExecutor(cluster, gpus=gpus)

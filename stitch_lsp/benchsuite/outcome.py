@@ -132,6 +132,13 @@ def to_result(
     timing = verdict.timing
     result.speedup_vs_eager = timing.speedup_vs_eager
     result.speedup_vs_compile = timing.speedup_vs_compile
+    result.speedup_vs_eager_ci = timing.speedup_vs_eager_ci
+    result.speedup_vs_compile_ci = timing.speedup_vs_compile_ci
+    result.compile_mode = timing.compile_mode if timing.compiled else ""
+    notes = [] if timing.converged or timing.speedup_vs_eager is None else ["not converged"]
+    if timing.clocks is not None and timing.clocks.flagged:
+        notes += timing.clocks.notes
+    result.timing_notes = one_line("; ".join(notes))
     result.eager_ms = timing.eager.median_ms if timing.eager else None
     result.compile_ms = timing.compiled.median_ms if timing.compiled else None
     result.candidate_ms = timing.candidate.median_ms if timing.candidate else None

@@ -30,7 +30,7 @@ from stitch_lsp.benchsuite.versions import local_versions
 from stitch_lsp.cancellation import CancelToken, ProgressEvent
 from stitch_lsp.pipeline import Candidate
 from stitch_lsp.serde import from_dict, to_dict
-from stitch_lsp.verify.options import VerifyOptions
+from stitch_lsp.contract.verify import VerifyOptions
 
 
 class GpuActor:

@@ -30,10 +30,14 @@ class TaskResult:
     dtype: str = ""
     coder: str = ""
     compiled: bool | None = None  # None: no candidate was compiled
-    speedup_vs_eager: float | None = None
+    speedup_vs_eager: float | None = None  # GPU time (see Timing.measure), median of per-round ratios
     speedup_vs_compile: float | None = None
+    speedup_vs_eager_ci: list[float] | None = None  # its 95 % interval [low, high]
+    speedup_vs_compile_ci: list[float] | None = None
+    compile_mode: str = ""  # torch.compile's mode for the baseline
+    timing_notes: str = ""  # not converged, clocks moved, another process on the GPU
     eager_ms: float | None = None
-    compile_ms: float | None = None  # torch.compile (default mode)
+    compile_ms: float | None = None  # torch.compile (compile_mode)
     candidate_ms: float | None = None
     bound: str = ""  # from the profile: memory | compute | latency; else the task's expected bound
     bound_source: str = ""  # "profile" | "task"

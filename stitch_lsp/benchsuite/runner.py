@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from stitch_lsp.benchsuite import bandwidth
+from stitch_lsp.benchsuite import gpus
 from stitch_lsp.benchsuite.outcome import to_detail, to_result
 from stitch_lsp.benchsuite.results import GpuInfo, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.stats import COPY_TARGET, GOAL_VS_COMPILE, GOAL_VS_EAGER, valid_speedup
@@ -57,13 +57,15 @@ class _State:
     sanitize: bool = False
     verifier: Any = None
     copy_gbs: float | None = None  # this GPU's, once measured
+    no_cache: bool = False
 
 
 _state = _State()
 
 
-def configure(workdir: str = "", profile: str | bool = "all", sanitize: bool = False) -> None:
+def configure(workdir: str = "", profile: str | bool = "all", sanitize: bool = False, no_cache: bool = False) -> None:
     """Called once by the shard with the run's choices, before any task."""
+    _state.no_cache = no_cache
     if workdir:
         _state.workdir = Path(workdir)
     _state.profile = {True: "all", False: "none"}.get(profile, profile) if isinstance(profile, bool) else profile
@@ -93,7 +95,7 @@ def misses_goal(verdict: Any, task: BenchTask | None, copy_gbs: float | None) ->
 def library_bound(candidate: Any) -> bool:
     """The candidate calls a GEMM, a convolution or attention: a compute-bound library call that the
     template Coder's kernels (its tail) cannot speed up."""
-    from stitch_lsp.agents.library_calls import library_kind
+    from stitch_lsp.plan.library_calls import library_kind
 
     calls = list(getattr(candidate, "library_calls", None) or [])
     return any(library_kind(label.split(" ")[0]) in ("gemm", "conv", "attention") for label in calls)
@@ -106,17 +108,20 @@ class OptionsVerifier:
     correct candidates that miss a goal (a fraction of the cost of profiling everything).
     """
 
-    def __init__(self, inner: Any, *, profile: str = "all", sanitize: bool = False) -> None:
+    def __init__(self, inner: Any, *, profile: str = "all", sanitize: bool = False, no_cache: bool = False) -> None:
         self._inner = inner
         self.profile_mode = profile
         self.sanitize = sanitize
+        self.no_cache = no_cache
         self.task: BenchTask | None = None  # the task being run, for the goals
         self.copy_gbs: float | None = None
 
     def verify(self, reference_source: str, candidate: Any, options: Any = None, **kwargs: Any) -> Any:
-        from stitch_lsp.verify.options import VerifyOptions
+        from stitch_lsp.contract.verify import VerifyOptions
 
         options = attrs.evolve(options or VerifyOptions(), profile=self.profile_mode == "all", sanitize=self.sanitize)
+        if self.no_cache:
+            options = attrs.evolve(options, use_cache=False)
         verdict = self._inner.verify(reference_source, candidate, options, **kwargs)
         if self.profile_mode == "misses" and misses_goal(verdict, self.task, self.copy_gbs):
             if library_bound(candidate):
@@ -133,7 +138,7 @@ class OptionsVerifier:
     def _profile(self, reference_source: str, candidate: Any, options: Any, cancel: Any) -> Any:
         # The candidate's kernels say why it misses; the reference's profile would double the time.
         from stitch_lsp.verify import nsight
-        from stitch_lsp.verify.options import VerifyJob
+        from stitch_lsp.contract.verify import VerifyJob
         from stitch_lsp.verify.service import materialise
 
         ref_path, cand_path, cuda_paths = materialise(self._inner.workdir, reference_source, candidate)
@@ -151,7 +156,7 @@ def verifier(settings: Settings) -> Any:
 
         _state.workdir.mkdir(parents=True, exist_ok=True)
         _state.verifier = OptionsVerifier(Verifier(settings, _state.workdir),
-                                          profile=_state.profile, sanitize=_state.sanitize)
+                                          profile=_state.profile, sanitize=_state.sanitize, no_cache=_state.no_cache)
     return _state.verifier
 
 
@@ -167,7 +172,7 @@ def pipeline_task(task: BenchTask) -> Task:
 def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToken,
              report: Reporter) -> tuple[TaskResult, TaskDetail]:
     try:
-        from stitch_lsp.agents.fuse_service import fuse_task
+        from stitch_lsp.fuse.service import fuse_task
     except ImportError as exc:
         raise RuntimeError(f"the fuse service is not available in this build ({exc})") from exc
     checker = verifier(settings)
@@ -200,7 +205,7 @@ def measure_gpu(settings: Settings, slot: str, cancel: CancelToken) -> GpuInfo:
         checker = verifier(settings)
     except ImportError as exc:
         return GpuInfo(slot=slot, message=f"copy bandwidth not measured: no Verifier in this build ({exc})")
-    info = bandwidth.measure_gpu(checker.pool, slot, cancel)
+    info = gpus.measure_gpu(checker.pool, slot, cancel)
     _state.copy_gbs = info.copy_bandwidth_gbs
     if info.device is None:
         info.device = checker.device_info()

@@ -108,7 +108,7 @@ def _child_main(argv: list[str]) -> int:
                       "detail": to_dict(detail) if detail is not None else None})
             elif kind == "verify":
                 from stitch_lsp.pipeline import Candidate
-                from stitch_lsp.verify.options import VerifyOptions
+                from stitch_lsp.contract.verify import VerifyOptions
 
                 options = from_dict(message["options"], VerifyOptions) if message.get("options") else None
                 try:

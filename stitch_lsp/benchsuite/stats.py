@@ -1,7 +1,7 @@
 """The numbers a kernel engineer expects from a suite run.
 
 fast_p (KernelBench): the fraction of ALL selected tasks that are correct AND
-faster than p times the baseline. Tasks that did not run, failed, or have no
+faster than p times the baseline, the speedup's whole 95 % interval above p. Tasks that did not run, failed, or have no
 finite speedup count in the denominator and never in the numerator.
 The geometric mean is over correct tasks with a finite, positive speedup.
 """
@@ -25,6 +25,16 @@ def valid_speedup(value: float | None) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
+def faster_than(speedup: float | None, ci: list[float] | None, p: float) -> bool:
+    """Faster than p x the baseline beyond the noise: the whole 95 % interval lies above p.
+    A result recorded without an interval (older runs) is judged by its median."""
+    if not valid_speedup(speedup):
+        return False
+    if ci and len(ci) == 2:
+        return ci[0] > p
+    return speedup > p
+
+
 def fast_p(results: Iterable[TaskResult], total: int, p: float, baseline: str) -> float | None:
     """``baseline`` is "eager" or "compile". None when there are no tasks at all."""
     if total <= 0:
@@ -32,8 +42,7 @@ def fast_p(results: Iterable[TaskResult], total: int, p: float, baseline: str) -
     attr = "speedup_vs_eager" if baseline == "eager" else "speedup_vs_compile"
     hits = 0
     for result in results:
-        speedup = getattr(result, attr)
-        if result.correct and valid_speedup(speedup) and speedup > p:
+        if result.correct and faster_than(getattr(result, attr), getattr(result, attr + "_ci", None), p):
             hits += 1
     return hits / total
 

@@ -11,14 +11,14 @@ from typing import Callable, Sequence, TextIO
 from attrs import define, field
 
 from stitch_lsp import __version__
-from stitch_lsp.benchsuite.executor import Executor, ExecutorError, WorkerSpec, make_executor
+from stitch_lsp.benchsuite.executor import Executor, ExecutorError, LocalExecutor, WorkerSpec
 from stitch_lsp.benchsuite.results import BenchReport, GpuInfo, RunInfo, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.scheduler import Worker, run_tasks
 from stitch_lsp.benchsuite.stage_clock import top_steps
 from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND
 from stitch_lsp.benchsuite.stats import summarise, valid_speedup
 from stitch_lsp.benchsuite.store import RunStore
-from stitch_lsp.benchsuite.table import render, result_cell
+from stitch_lsp.benchsuite.table import _x, render, result_cell
 from stitch_lsp.benchsuite.tasks import BenchTask, TaskFilter, discover, interleave, part, select
 from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.settings import Settings
@@ -47,18 +47,22 @@ class BenchOptions:
     backend: str = DEFAULT_BACKEND
     command: str = ""
     verbose: bool = False
+    no_cache: bool = False  # every verdict measured in this run (stitch bench --repeat sets it)
 
 
 def worker_spec(options: BenchOptions, settings: Settings) -> WorkerSpec:
     return WorkerSpec(coder=options.coder, settings=settings, run_dir=options.run_dir,
                       run_id=options.run_dir.name, tasks_dir=options.tasks_dir, backend=options.backend,
-                      profile=options.profile, sanitize=options.sanitize, task_timeout_s=options.task_timeout_s)
+                      profile=options.profile, sanitize=options.sanitize, task_timeout_s=options.task_timeout_s,
+                      no_cache=options.no_cache)
 
 
 def _fmt_finished(result: TaskResult) -> str:
     if result.correct:
-        parts = [f"{result.speedup_vs_eager:.2f}x eager" if valid_speedup(result.speedup_vs_eager) else "",
-                 f"{result.speedup_vs_compile:.2f}x compile" if valid_speedup(result.speedup_vs_compile) else ""]
+        parts = [f"{_x(result.speedup_vs_eager, result.speedup_vs_eager_ci)} eager"
+                 if valid_speedup(result.speedup_vs_eager) else "",
+                 f"{_x(result.speedup_vs_compile, result.speedup_vs_compile_ci)} compile"
+                 if valid_speedup(result.speedup_vs_compile) else ""]
         return "correct " + " ".join(p for p in parts if p)
     cell = result_cell(result)
     return cell if len(cell) <= 100 else cell[:99] + "…"
@@ -269,3 +273,13 @@ def _describe_filter(flt: TaskFilter, part: tuple[int, int] | None = None) -> st
     if part is not None:
         parts.append(f"part {part[0]}/{part[1]}")
     return "; ".join(parts)
+
+
+def make_executor(cluster: str | None, gpus: int | None = None) -> Executor:
+    """Which executor runs a bench. ``cluster``: None for this machine; a Ray address (``ray://HOST:PORT``,
+    ``HOST:PORT``, ``auto``): the Ray executor's module is imported only then."""
+    if cluster is None:
+        return LocalExecutor(gpus)
+    from stitch_lsp.benchsuite.ray_executor import RayExecutor
+
+    return RayExecutor(cluster, gpus=gpus)

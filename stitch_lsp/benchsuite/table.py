@@ -10,8 +10,16 @@ from stitch_lsp.benchsuite.stats import (
 )
 
 
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if valid_speedup(value) else "—"
+def _x(value: float | None, ci: list[float] | None = None, baseline: str = "") -> str:
+    """A speedup with its interval: "1.80x ±0.02"; "same" when the interval holds 1.0."""
+    if not valid_speedup(value):
+        return "—"
+    if ci and len(ci) == 2:
+        if ci[0] <= 1.0 <= ci[1]:
+            return f"same as {baseline} (within noise)" if baseline else "same (within noise)"
+        half = max(ci[1] - value, value - ci[0], 0.0)
+        return f"{value:.2f}x ±{half:.2f}" if half >= 0.005 else f"{value:.2f}x ±<0.01"
+    return f"{value:.2f}x"
 
 
 def _ms(value: float | None) -> str:
@@ -45,7 +53,8 @@ def render_rows(results: list[TaskResult], copy_gbs: float | None, width: int = 
         copy = _pct(pct_of_copy(r, copy_gbs)) if r.bound == "memory" else ""
         if copy and copy != "—" and not r.kernel_gbs:
             copy = "~" + copy  # from the timed call: no profile of the kernels alone
-        rows.append((r.name, cell, _x(r.speedup_vs_eager), _x(r.speedup_vs_compile), _ms(r.eager_ms),
+        rows.append((r.name, cell, _x(r.speedup_vs_eager, r.speedup_vs_eager_ci, "eager"),
+                     _x(r.speedup_vs_compile, r.speedup_vs_compile_ci, "torch.compile"), _ms(r.eager_ms),
                      _ms(r.compile_ms), _ms(r.candidate_ms), bound or "—", _pct(r.pct_of_peak), copy))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = []
@@ -54,6 +63,12 @@ def render_rows(results: list[TaskResult], copy_gbs: float | None, width: int = 
         lines.append("  ".join(cells).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
+    modes = sorted({r.compile_mode for r in results if r.compile_mode})
+    lines.append(f"speedups: ratios of GPU time (calls queued back to back), median ± its 95% interval; "
+                 f"torch.compile mode {', '.join(modes) or 'default'}")
+    noted = [r for r in results if r.timing_notes]
+    for r in noted[:10]:
+        lines.append(f"  {r.name}: {r.timing_notes}")
     return "\n".join(lines)
 
 
@@ -62,7 +77,7 @@ def render_summary(summary: Summary) -> str:
     lines = [
         f"tasks {s.tasks}   ran {s.ran}   compiled {s.compiled} ({_rate(s.compile_rate)})   "
         f"correct {s.correct} ({_rate(s.correct_rate)})",
-        "fast_p (share of ALL tasks correct and faster than p x the baseline):",
+        "fast_p (share of ALL tasks correct and faster than p x the baseline, the 95% interval above p):",
         "  p          " + "  ".join(f"{f.p:>5g}" for f in s.fast_p),
         "  vs eager   " + "  ".join(f"{_rate(f.vs_eager):>5}" for f in s.fast_p),
         "  vs compile " + "  ".join(f"{_rate(f.vs_compile):>5}" for f in s.fast_p),

@@ -89,6 +89,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-profile", dest="profile", action="store_const", const="none", help="same as --profile none")
     p.add_argument("--sanitize", action="store_true", help="also run compute-sanitizer on every candidate")
     p.add_argument("--no-bandwidth", action="store_true", help="skip measuring the copy bandwidth")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="verify every task N times, each time in fresh processes with no cache; prints the median "
+                        "and spread (max / min) of each task's speedups and writes RUN_DIR/repeat.json")
+    p.add_argument("--no-cache", action="store_true",
+                   help="measure every verdict again (no verdict cache, no reused torch.compile baseline)")
+    p.add_argument("--compile-mode", choices=("default", "max-autotune-no-cudagraphs"), default=None,
+                   help="torch.compile's mode for the timing baseline (default: settings, else default)")
     p.add_argument("--verbose", "-v", action="store_true", help="print each task's stages as they change")
     # The module that runs a task and measures a GPU inside each worker (tests plug in stand-ins).
     p.add_argument("--backend", default=DEFAULT_BACKEND, help=argparse.SUPPRESS)
@@ -113,6 +120,11 @@ def run(args) -> int:
     coder = args.coder or settings.coder or "auto"
     # Benchmarking means running the task files and generated kernels: asking for it is the trust.
     settings = settings.replace(trusted=True, gpu_index=0, coder=coder)
+    if args.compile_mode:
+        settings = settings.replace(compile_mode=args.compile_mode)
+    if args.repeat < 1:
+        print("stitch bench: --repeat wants N >= 1", file=sys.stderr)
+        return 2
     try:
         options = BenchOptions(
             tasks_dir=args.dir,
@@ -132,11 +144,16 @@ def run(args) -> int:
             command="stitch " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             verbose=args.verbose,
             backend=args.backend,
+            no_cache=args.no_cache,
         )
         if args.list:
             return 0 if list_tasks(options, sys.stdout) else 1
         if args.rerun and not args.resume:
             raise BenchError("--rerun goes with --resume (it picks which finished tasks of a run to run again)")
+        if args.repeat > 1:
+            if args.resume:
+                raise BenchError("--repeat starts fresh runs; it does not go with --resume")
+            return _repeat(args, options, settings)
         report = run_bench(options, settings, out=sys.stderr if args.json_out == "-" else sys.stdout)
     except (BenchError, TaskFileError) as exc:
         print(f"stitch bench: {exc}", file=sys.stderr)
@@ -159,3 +176,27 @@ def run(args) -> int:
         print(f"{len(report.not_run)} task(s) not run: resume with  stitch bench {shlex.quote(str(args.dir))} "
               f"--resume --out {shlex.quote(str(options.run_dir))}", file=sys.stderr)
     return 0
+
+
+def _repeat(args, options: BenchOptions, settings: Settings) -> int:
+    from stitch_lsp.benchsuite import repeat
+
+    import json
+
+    out = sys.stderr if args.json_out == "-" else sys.stdout
+    reports, record = repeat.run_repeated(options, args.repeat, lambda one: run_bench(one, settings, out=out))
+    for k, report in enumerate(reports, 1):
+        print(f"\n== run {k} of {args.repeat} ({report.run.run_id})", file=out)
+        print(render(report), file=out)
+    text = repeat.render(record)
+    if args.json_out == "-":
+        print(json.dumps(record, indent=1))
+        print(text, file=sys.stderr)
+    else:
+        print()
+        print(text)
+        print(f"\nevery figure: {options.run_dir / repeat.REPEAT_FILE}")
+        if args.json_out and args.json_out.endswith(".json"):
+            Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json_out).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return 130 if any(r.run.interrupted for r in reports) else 0

@@ -66,7 +66,8 @@ def _verifier(settings, root: Path, coder: str = "template", cluster: str | None
     if cluster is not None or (coder != "template" and settings.candidates_per_round > 1):
         from stitch_lsp.benchsuite import gpus
         from stitch_lsp.benchsuite.candidate_pool import CandidatePool
-        from stitch_lsp.benchsuite.executor import ExecutorError, WorkerSpec, make_executor
+        from stitch_lsp.benchsuite.executor import ExecutorError, WorkerSpec
+        from stitch_lsp.benchsuite.suite import make_executor
 
         if cluster is not None or len(gpus.visible_gpus()) > 1:
             executor = make_executor(cluster, gpus=settings.candidates_per_round)
@@ -86,7 +87,7 @@ def _verifier(settings, root: Path, coder: str = "template", cluster: str | None
 
 
 def run(args: argparse.Namespace) -> int:
-    from stitch_lsp.agents.fuse_region import prepare
+    from stitch_lsp.task.selection import prepare
 
     try:
         path, start, end = parse_target(args.target)
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     prepared = prepare(source, rel, start - 1, end - 1, settings)
     if prepared.task is None and prepared.missing_shapes and not args.no_record:
         # Asked for from a terminal: run the file's own entry point under the shape recorder.
-        from stitch_lsp.agents.shapes import record
+        from stitch_lsp.task.shapes import record
 
         recorded, why = record(prepared.region, source, python=settings.python)
         if recorded is not None:
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"stitch fuse: cannot fuse {args.target}: {prepared.problem}", file=sys.stderr)
         if prepared.missing_shapes and not prepared.region.problems and prepared.shapes is not None:
             # What the editor's quick fix would insert: shapes consistent with the selection's ops.
-            from stitch_lsp.agents.shapes import comment_template
+            from stitch_lsp.task.shapes import comment_template
 
             print(f"stitch fuse: for example, above line {prepared.region.range.start.line + 1}:\n"
                   + comment_template(prepared.region, prepared.shapes), file=sys.stderr)
@@ -136,8 +137,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, settings, prepared, verifier) -> int:
-    from stitch_lsp.agents.fuse_edit import apply_text_edits, build_edit, names_for
-    from stitch_lsp.agents.fuse_service import fuse_task, outcome_json
+    from stitch_lsp.fuse.edit import apply_text_edits, build_edit, names_for
+    from stitch_lsp.fuse.service import fuse_task, outcome_json
 
     def report(ev: ProgressEvent) -> None:
         if not args.json:

@@ -18,6 +18,9 @@ EXIT_USAGE = 2
 EXIT_NO_GPU = 3
 
 
+from stitch_lsp.contract.verify import COMPILE_MODES
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a candidate (ModelNew) against a KernelBench reference (Model)",
                        description="Compile, check (trials, adversarial values, a second shape, anti-hacking) and "
@@ -31,6 +34,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds before the worker is killed")
     p.add_argument("--no-timing", action="store_true", help="skip timing")
     p.add_argument("--no-compile-baseline", action="store_true", help="leave torch.compile out of the timing")
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default",
+                   help="torch.compile's mode for the timing baseline (default: default)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="measure again: no verdict cache, no compiled baseline reused from an earlier job")
+    p.add_argument("--timing-budget", type=float, default=1.0, metavar="SECONDS",
+                   help="time cap of the timing rounds; they stop sooner once every ratio's 95%% interval is "
+                        "within ±1.5%% (default 1)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: a test mode for pure-PyTorch candidates without a GPU (no CUDA kernel runs)")
     p.add_argument("--gpu", type=int, default=0, help="GPU index")
@@ -68,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     options = VerifyOptions(trials=args.trials, timing=not args.no_timing, profile=args.profile,
                             sanitize=args.sanitize, timeout_s=args.timeout, gpu_index=args.gpu,
                             compile_baseline=not args.no_compile_baseline, device=args.device,
-                            memory_limit_gib=args.memory_limit)
+                            memory_limit_gib=args.memory_limit, compile_mode=args.compile_mode,
+                            use_cache=not args.no_cache, timing_budget_s=args.timing_budget)
     workdir = Path(args.workdir) if args.workdir else Path.cwd() / ".stitch" / "verify"
     settings = Settings(gpu_index=args.gpu)
     verifier = Verifier(settings, workdir)

@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from stitch_lsp.jobs.kernel_check import CheckRequest, KernelChecker
     from stitch_lsp.jobs.pairing import pair_kernels
     from stitch_lsp.reports.kernel_card import badge, speed_label
+    from stitch_lsp.reports.ratios import cache_note
     from stitch_lsp.reports.verdict_report import report_path, verdict_report
 
     targets: list[tuple[Path, str]] = []
@@ -113,10 +114,11 @@ def run(args: argparse.Namespace) -> int:
                     out = report_path(root, pairing.kernel)
                     out.parent.mkdir(parents=True, exist_ok=True)
                     out.write_text(verdict_report(pairing.kernel, v, source=str(path), reference=pairing.reference.path))
-                results.append({"file": str(path), "kernel": pairing.kernel, "cached": result.cached, "verdict": to_dict(v)})
+                results.append({"file": str(path), "kernel": pairing.kernel, "cached": result.cached,
+                                "measured_at": v.measured_at, "verdict": to_dict(v)})
                 if not args.json:
                     speed = speed_label(v)
-                    cached = " (cached)" if result.cached else ""
+                    cached = f" {cache_note(v, result.cached)}" if result.cached else ""
                     print(f"{path.name}:{pairing.kernel_range.start.line + 1}: {pairing.kernel}: {badge(v)}"
                           f"{' · ' + speed if speed else ''}{cached}")
                     if v.summary:

@@ -142,6 +142,8 @@ class KernelChecker:
                 "arch": s.arch,
                 "extra_flags": s.extra_flags,
                 "include_paths": s.include_paths,
+                "compile_mode": s.compile_mode,
+                "timing": "gpu-time-intervals-1",  # verdicts timed the old way are not answers any more
             },
         )
 
@@ -152,7 +154,10 @@ class KernelChecker:
             return None
         key = self.key(request, device)  # type: ignore[arg-type]
         verdict = self.cache.get(key, Verdict)
-        return CheckResult(verdict, cached=True, key=key) if verdict is not None else None
+        if verdict is None:
+            return None
+        verdict.from_cache = True
+        return CheckResult(verdict, cached=True, key=key)
 
     # -- the job ---------------------------------------------------------------------------------
     def run(self, request: CheckRequest, token: CancelToken, report: Reporter, *, use_cache: bool = True) -> CheckResult:
@@ -163,9 +168,11 @@ class KernelChecker:
         key = self.key(request, device)
         hit = self.cache.get(key, Verdict) if use_cache else None
         if hit is not None:
-            report(ProgressEvent("cached", "same kernel, reference, GPU and toolchain", 100))
+            hit.from_cache = True
+            when = f", measured {hit.measured_at}" if hit.measured_at else ""
+            report(ProgressEvent("cached", f"same kernel, reference, GPU and toolchain{when}", 100))
             return CheckResult(hit, cached=True, key=key)
-        from stitch_lsp.verify.options import VerifyOptions
+        from stitch_lsp.contract.verify import VerifyOptions
 
         s = self.settings
         options = VerifyOptions(
@@ -173,6 +180,8 @@ class KernelChecker:
             sanitize=request.sanitize,
             timeout_s=s.verify_timeout_s,
             gpu_index=s.gpu_index,
+            compile_mode=s.compile_mode,
+            use_cache=use_cache,  # --no-cache reaches the Verifier's own verdict cache and compiled baseline
         )
         verdict: Verdict = self.verifier().verify(
             request.pairing.reference.source, self.candidate(request), options, cancel=token, report=report
@@ -182,7 +191,8 @@ class KernelChecker:
         # Only answers about the kernel are worth keeping; a crash of the machinery is not.
         if verdict.status not in (VerdictStatus.CANCELLED, VerdictStatus.ERROR, VerdictStatus.NO_GPU, VerdictStatus.TIMEOUT):
             self.cache.put(key, verdict)
-        return CheckResult(verdict, cached=False, key=key)
+        # The Verifier may answer from its own verdict cache: that answer is cached too, and says so.
+        return CheckResult(verdict, cached=verdict.from_cache, key=key)
 
     def timeout_s(self, request: CheckRequest) -> float:
         s = self.settings

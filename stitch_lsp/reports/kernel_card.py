@@ -12,6 +12,7 @@ from typing import Sequence
 
 from stitch_lsp.findings import Finding
 from stitch_lsp.reports.fmt import bandwidth, cell, clip, duration_ms, duration_us, nbytes, number, pct, sentences, speedup
+from stitch_lsp.reports.ratios import cache_note, compile_name, latency_text, measure_note, speed_text
 from stitch_lsp.verdict import DeviceInfo, KernelProfile, KernelResources, Verdict, VerdictStatus
 
 PROFILE_COMMAND = "stitch.profileKernel"
@@ -181,15 +182,8 @@ def badge(verdict: Verdict) -> str:
 
 
 def speed_label(verdict: Verdict) -> str | None:
-    t = verdict.timing
-    if t.speedup_vs_eager is None and t.speedup_vs_compile is None:
-        return None
-    parts = []
-    if t.speedup_vs_eager is not None:
-        parts.append(f"{speedup(t.speedup_vs_eager)} eager")
-    if t.speedup_vs_compile is not None:
-        parts.append(f"{speedup(t.speedup_vs_compile)} torch.compile")
-    return " · ".join(parts)
+    """"1.80× ±0.02 eager · 0.41× ±0.01 torch.compile" (GPU time; see ``reports.ratios``)."""
+    return speed_text(verdict.timing)
 
 
 def accuracy_label(verdict: Verdict) -> str | None:
@@ -217,17 +211,26 @@ def peak_label(p: KernelProfile) -> str | None:
 
 
 def verdict_section(verdict: Verdict) -> list[str]:
-    lines = [f"**Verdict** {badge(verdict)}" + (f" · {speed_label(verdict)}" if speed_label(verdict) else "")]
+    lines = [f"**Verdict** {badge(verdict)}" + (f" · {speed_label(verdict)}" if speed_label(verdict) else "")
+             + (f" {cache_note(verdict)}" if cache_note(verdict) else "")]
     if verdict.summary:
         lines.append(f"{clip(verdict.summary, 240)}")
     t = verdict.timing
     if t.status == "measured" and (t.eager or t.candidate):
         lines.append("")
-        lines.append("| timed | median | p10 – p90 |")
-        lines.append("|---|---:|---:|")
-        for label, stats in (("eager PyTorch", t.eager), ("torch.compile", t.compiled), ("this kernel", t.candidate)):
+        lines.append(f"*{measure_note(t)}*")
+        latency = latency_text(t)
+        if latency:
+            lines.append(f"Call latency (host included): {latency}")
+        lines.append("")
+        lines.append("| timed | GPU time | p10 – p90 | call latency |")
+        lines.append("|---|---:|---:|---:|")
+        for label, stats, lat in (("eager PyTorch", t.eager, t.eager_latency),
+                                  (compile_name(t.compile_mode), t.compiled, t.compiled_latency),
+                                  ("this kernel", t.candidate, t.candidate_latency)):
             if stats is not None:
-                lines.append(f"| {label} | {duration_ms(stats.median_ms)} | {duration_ms(stats.p10_ms)} – {duration_ms(stats.p90_ms)} |")
+                lines.append(f"| {label} | {duration_ms(stats.median_ms)} | {duration_ms(stats.p10_ms)} – "
+                             f"{duration_ms(stats.p90_ms)} | {duration_ms(lat.median_ms) if lat else '—'} |")
     accuracy = accuracy_label(verdict)
     if accuracy:
         lines.append("")

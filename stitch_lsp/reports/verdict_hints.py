@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from stitch_lsp.findings import Hint, Position
 from stitch_lsp.reports.kernel_card import badge, candidate_profile, peak_label, speed_label
+from stitch_lsp.reports.ratios import cache_note, latency_text, measure_note
 from stitch_lsp.verdict import Verdict, VerdictStatus
 
 
@@ -12,14 +13,23 @@ def verdict_hints(path: str, position: Position, kernel: str, verdict: Verdict, 
     if verdict.status is VerdictStatus.CANCELLED:
         return []
     tooltip = verdict.summary or badge(verdict)
-    if cached:
-        tooltip += "\n\n*(from the result cache: same kernel, reference, GPU and toolchain)*"
+    when = cache_note(verdict, cached)
+    if when:
+        tooltip += f"\n\n*{when}: from the result cache (same kernel, reference, GPU and toolchain)*"
     hints = [Hint(path=path, position=position, label=badge(verdict), tooltip=tooltip, kind="verdict")]
     speed = speed_label(verdict)
     if speed and verdict.status in (VerdictStatus.CORRECT, VerdictStatus.HACKING):
         t = verdict.timing
-        detail = t.method or "CUDA events, interleaved with eager and torch.compile"
-        hints.append(Hint(path=path, position=position, label=speed, tooltip=f"Median speedup ({detail}).", kind="verdict"))
+        lines = [f"Median speedup, {measure_note(t)}."]
+        latency = latency_text(t)
+        if latency:
+            lines.append(f"Call latency (host included): {latency}.")
+        if t.method:
+            lines.append(t.method)
+        if when:
+            lines.append(when)
+        hints.append(Hint(path=path, position=position, label=speed + (" (cached)" if when else ""),
+                          tooltip="\n\n".join(lines), kind="verdict"))
     profile = candidate_profile(verdict, kernel)
     if profile is not None:
         label = peak_label(profile)

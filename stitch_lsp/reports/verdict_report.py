@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stitch_lsp.reports.fmt import cell, clip, duration_ms, number
 from stitch_lsp.reports.kernel_card import accuracy_label, badge, profile_section, speed_label
+from stitch_lsp.reports.ratios import compile_name, latency_text, measure_note
 from stitch_lsp.verdict import Verdict
 
 
@@ -26,6 +27,12 @@ def verdict_report(kernel: str, verdict: Verdict, *, source: str = "", reference
     speed = speed_label(verdict)
     if speed:
         facts.append(f"| speedup | {speed} |")
+        facts.append(f"| measured by | {cell(measure_note(verdict.timing))} |")
+        latency = latency_text(verdict.timing)
+        if latency:
+            facts.append(f"| call latency | {latency} |")
+    if verdict.measured_at:
+        facts.append(f"| measured | {verdict.measured_at}{' (answered from the cache)' if verdict.from_cache else ''} |")
     facts.append(f"| took | {verdict.seconds:.1f} s |")
     if verdict.cache_key:
         facts.append(f"| cache key | `{verdict.cache_key[:16]}` |")
@@ -59,10 +66,18 @@ def verdict_report(kernel: str, verdict: Verdict, *, source: str = "", reference
     if t.message:
         out += ["", t.message]
     if t.eager or t.candidate:
-        out += ["", "| | median | p10 | p90 | samples |", "|---|---:|---:|---:|---:|"]
-        for label, s in (("eager PyTorch", t.eager), ("torch.compile", t.compiled), ("this kernel", t.candidate)):
+        out += ["", "| | GPU time median | p10 | p90 | samples | call latency median |", "|---|---:|---:|---:|---:|---:|"]
+        for label, s, lat in (("eager PyTorch", t.eager, t.eager_latency),
+                              (compile_name(t.compile_mode), t.compiled, t.compiled_latency),
+                              ("this kernel", t.candidate, t.candidate_latency)):
             if s is not None:
-                out.append(f"| {label} | {duration_ms(s.median_ms)} | {duration_ms(s.p10_ms)} | {duration_ms(s.p90_ms)} | {s.samples} |")
+                out.append(f"| {label} | {duration_ms(s.median_ms)} | {duration_ms(s.p10_ms)} | {duration_ms(s.p90_ms)} "
+                           f"| {s.samples} | {duration_ms(lat.median_ms) if lat else '—'} |")
+    if t.clocks is not None and t.clocks.source:
+        sm = "–".join(str(v) for v in sorted(set(t.clocks.sm_mhz))) or "?"
+        mem = "–".join(str(v) for v in sorted(set(t.clocks.mem_mhz))) or "?"
+        out += ["", f"Clocks ({t.clocks.source}): SM {sm} MHz, memory {mem} MHz"
+                + ("; " + "; ".join(t.clocks.notes) if t.clocks.notes else "; steady, no other process on the GPU")]
     if not t.host_clock_ok:
         out += ["", "**The host clock disagrees with CUDA events**: work may be hidden on another stream."]
     if t.suspicious:

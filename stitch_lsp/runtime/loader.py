@@ -94,6 +94,18 @@ _LOCK = threading.RLock()
 _LAUNCH_OBSERVERS: list[Callable[[str, int], None]] = []
 
 
+def add_launch_observer(observer: Callable[[str, int], None]) -> Callable[[], None]:
+    """Call ``observer(kernel_name, stream_handle)`` before every launch of a loaded kernel until the
+    returned function is called (the Verifier's stream checks)."""
+    _LAUNCH_OBSERVERS.append(observer)
+
+    def remove() -> None:
+        if observer in _LAUNCH_OBSERVERS:
+            _LAUNCH_OBSERVERS.remove(observer)
+
+    return remove
+
+
 def compile_records() -> list[CompileRecord]:
     return list(_RECORDS)
 

@@ -52,7 +52,8 @@ TIMER_NAMES = ("Event", "synchronize", "elapsed_time", "perf_counter", "time", "
                "current_stream", "default_stream", "cuda", "Stream")
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted_name(node: ast.AST) -> str:
+    """``torch.nn.functional.relu`` for that attribute chain; a call inside the chain reads ``f()``."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -60,7 +61,7 @@ def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         parts.append(node.id)
     elif isinstance(node, ast.Call):
-        parts.append(_dotted(node.func) + "()")
+        parts.append(dotted_name(node.func) + "()")
     return ".".join(reversed(parts))
 
 
@@ -104,7 +105,7 @@ class _Checker:
         if init is not None:
             for node in ast.walk(init):
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                    layer = _dotted(node.value.func).split(".")[-1]
+                    layer = dotted_name(node.value.func).split(".")[-1]
                     for t in node.targets:
                         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" \
                                 and layer in NN_LAYERS:
@@ -116,7 +117,7 @@ class _Checker:
         self.forward_fns = [forward]
         for node in ast.walk(forward):
             if isinstance(node, ast.Call):
-                name = _dotted(node.func)
+                name = dotted_name(node.func)
                 if name in helpers:
                     self.forward_fns.append(helpers[name])
                 elif name.startswith("self.") and name[5:] in methods and name[5:] != "forward":
@@ -125,7 +126,7 @@ class _Checker:
     # -------------------------------------------------------------- checks
 
     def is_torch_compute(self, call: ast.Call) -> str:
-        name = _dotted(call.func)
+        name = dotted_name(call.func)
         parts = name.split(".")
         op = parts[-1]
         if op in self.allowed:
@@ -148,11 +149,11 @@ class _Checker:
                     if hit:
                         self.add("HACK001", f"ModelNew.forward computes with PyTorch ({hit}) instead of its kernel",
                                  node, hit)
-                    called = _dotted(node.func)
+                    called = dotted_name(node.func)
                     if called.endswith("data_ptr") or called in ("id", "hash"):
                         parent = self.parents.get(node)
                         if isinstance(parent, (ast.Subscript, ast.Compare, ast.Dict, ast.Tuple, ast.Set)) or (
-                            isinstance(parent, ast.Call) and _dotted(parent.func).endswith(("get", "setdefault"))):
+                            isinstance(parent, ast.Call) and dotted_name(parent.func).endswith(("get", "setdefault"))):
                             self.add("HACK008", "forward keys something on an input's address or identity "
                                                 f"({called}): outputs cached by pointer", node, called)
                 elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and "matmul" not in self.allowed:
@@ -167,9 +168,9 @@ class _Checker:
 
     def check_shape_compare(self, node: ast.Compare) -> None:
         sides = [node.left, *node.comparators]
-        shape_side = any(("shape" in _dotted(s) or _dotted(s).endswith("size") or
-                          (isinstance(s, ast.Call) and _dotted(s.func).endswith(".size")) or
-                          (isinstance(s, ast.Subscript) and "shape" in _dotted(s.value)))
+        shape_side = any(("shape" in dotted_name(s) or dotted_name(s).endswith("size") or
+                          (isinstance(s, ast.Call) and dotted_name(s.func).endswith(".size")) or
+                          (isinstance(s, ast.Subscript) and "shape" in dotted_name(s.value)))
                          for s in sides)
         literal = any(isinstance(s, (ast.Constant, ast.Tuple)) and not isinstance(getattr(s, "value", 0), str)
                       for s in sides)
@@ -182,7 +183,7 @@ class _Checker:
     def check_module(self) -> None:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call):
-                name = _dotted(node.func)
+                name = dotted_name(node.func)
                 last = name.split(".")[-1]
                 if last in ("Stream", "ExternalStream") or name.endswith(("stream", "cudaStreamCreate", "set_stream")) \
                         and name.split(".")[0] in self.torch_aliases | {"cupy", "cp"}:
@@ -197,15 +198,15 @@ class _Checker:
                         name.split(".")[0] in ("gc", "sys", "inspect"):
                     self.add("HACK011", f"inspects the interpreter ({name}): can find the reference's results", node,
                              name)
-                if last == "setattr" and node.args and _dotted(node.args[0]).split(".")[0] in (
+                if last == "setattr" and node.args and dotted_name(node.args[0]).split(".")[0] in (
                         *self.torch_aliases, "time"):
-                    self.add("HACK003", f"patches {_dotted(node.args[0])} at run time", node)
+                    self.add("HACK003", f"patches {dotted_name(node.args[0])} at run time", node)
                 if last in PRECISION_SWITCHES and "set_float32_matmul_precision" == last:
                     self.add("HACK010", "changes torch's float32 matmul precision for the whole process", node)
             elif isinstance(node, ast.Assign) or isinstance(node, ast.AugAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
-                    dotted = _dotted(t)
+                    dotted = dotted_name(t)
                     root = dotted.split(".")[0]
                     if isinstance(t, ast.Attribute) and root in (*self.torch_aliases, "time", "F", "triton"):
                         if t.attr in PRECISION_SWITCHES:
@@ -215,7 +216,7 @@ class _Checker:
                             self.add("HACK003", f"replaces {dotted}: patching torch or the timer", node, dotted)
             elif isinstance(node, ast.ClassDef):
                 for base in node.bases:
-                    if _dotted(base) in {f"{a}.Tensor" for a in self.torch_aliases} | {"Tensor"}:
+                    if dotted_name(base) in {f"{a}.Tensor" for a in self.torch_aliases} | {"Tensor"}:
                         self.add("HACK009", f"defines a torch.Tensor subclass ({node.name})", node)
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef) and item.name in ("__torch_function__", "__torch_dispatch__"):

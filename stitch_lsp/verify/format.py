@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stitch_lsp.findings import Severity
+from stitch_lsp.reports.ratios import cache_note, compile_name, latency_text, measure_note, speed_text
 from stitch_lsp.verdict import Accuracy, MemoryPlan, StreamCheck, TimingStats, Verdict, VerdictStatus
 
 GiB = 1 << 30
@@ -34,14 +35,14 @@ def why_not_passed(verdict: Verdict) -> str:
 
 def _stats(label: str, s: TimingStats | None) -> str:
     if s is None:
-        return f"  {label:<14} -"
-    return (f"  {label:<14} {s.median_ms:10.4f} ms  p10 {s.p10_ms:.4f}  p90 {s.p90_ms:.4f}  "
+        return f"  {label:<16} -"
+    return (f"  {label:<16} {s.median_ms:10.4f} ms  p10 {s.p10_ms:.4f}  p90 {s.p90_ms:.4f}  "
             f"min {s.min_ms:.4f}  n={s.samples}")
 
 
 def format_verdict(v: Verdict, candidate_label: str = "candidate") -> str:
     out: list[str] = []
-    out.append(f"{v.status.value.upper()}: {v.summary}")
+    out.append(f"{v.status.value.upper()}: {v.summary}" + (f" {cache_note(v)}" if cache_note(v) else ""))
     if v.device:
         d = v.device
         out.append(f"device: {d.name} (sm {d.compute_capability}, driver {d.driver or '?'}, CUDA {d.cuda}, "
@@ -73,14 +74,29 @@ def format_verdict(v: Verdict, candidate_label: str = "candidate") -> str:
     tm = v.timing
     out.append(f"\ntiming: {tm.status}" + (f" — {tm.message}" if tm.message else ""))
     if tm.status == "measured":
+        out.append("  GPU time:")
         out.append(_stats("eager", tm.eager))
-        out.append(_stats("torch.compile", tm.compiled))
+        out.append(_stats(compile_name(tm.compile_mode), tm.compiled))
         out.append(_stats("candidate", tm.candidate))
-        if tm.speedup_vs_eager is not None:
-            line = f"  speedup: {tm.speedup_vs_eager:.2f}x vs eager"
-            if tm.speedup_vs_compile is not None:
-                line += f", {tm.speedup_vs_compile:.2f}x vs torch.compile"
-            out.append(line)
+        if tm.eager_latency is not None:
+            out.append("  call latency (host included):")
+            out.append(_stats("eager", tm.eager_latency))
+            out.append(_stats(compile_name(tm.compile_mode), tm.compiled_latency))
+            out.append(_stats("candidate", tm.candidate_latency))
+        speed = speed_text(tm)
+        if speed:
+            out.append(f"  speedup: {speed} (GPU time)")
+        latency = latency_text(tm)
+        if latency:
+            out.append(f"  by call latency (host included): {latency}")
+        out.append(f"  {measure_note(tm)}")
+        if tm.clocks is not None and tm.clocks.source:
+            sm = "-".join(str(v) for v in sorted(set(tm.clocks.sm_mhz))) or "?"
+            mem = "-".join(str(v) for v in sorted(set(tm.clocks.mem_mhz))) or "?"
+            out.append(f"  clocks ({tm.clocks.source}): SM {sm} MHz, memory {mem} MHz"
+                       + ("; " + "; ".join(tm.clocks.notes) if tm.clocks.notes else ""))
+        elif tm.clocks is not None and tm.clocks.notes:
+            out.append(f"  clocks: {'; '.join(tm.clocks.notes)}")
         if not tm.host_clock_ok:
             out.append("  host clock disagrees with the CUDA events: work hidden from the timer")
         if tm.suspicious:

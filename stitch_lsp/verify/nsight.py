@@ -23,7 +23,8 @@ from stitch_lsp.serde import to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Profile, Sanitizer
 from stitch_lsp.verify.ncu_report import parse_details_csv
-from stitch_lsp.verify.options import VerifyJob
+from stitch_lsp.contract import RUN_TARGET
+from stitch_lsp.contract.verify import VerifyJob
 from stitch_lsp.verify.sanitizer_report import error_count, map_to_candidate, parse_sanitizer
 from stitch_lsp.verify.worker_pool import worker_env
 
@@ -73,7 +74,7 @@ def _job_file(job: VerifyJob, workdir: Path, tag: str) -> Path:
 
 
 def _target(settings: Settings, job_path: Path, role: str, result: Path, small: bool) -> list[str]:
-    cmd = [settings.python or sys.executable, "-m", "stitch_lsp.worker.run_target", str(job_path), "--role", role,
+    cmd = [settings.python or sys.executable, "-m", RUN_TARGET, str(job_path), "--role", role,
            "--result", str(result)]
     return cmd + (["--small"] if small else [])
 

@@ -21,13 +21,13 @@ from stitch_lsp.serde import from_dict, from_json, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
 from stitch_lsp.verify.anti_hacking import cuda_flags, settled_by_run, shape_literal_flags, static_flags
-from stitch_lsp.verify.options import VerifyJob, VerifyOptions
+from stitch_lsp.contract.verify import VerifyJob, VerifyOptions
 from stitch_lsp.verify.spill_report import SpillReport
 from stitch_lsp.verify.worker_pool import WorkerDied, WorkerError, WorkerPool
 
 __all__ = ["Verifier", "VerifyOptions", "materialise"]
 
-VERDICT_CACHE_VERSION = "2"
+VERDICT_CACHE_VERSION = "3"  # 3: GPU time with intervals, compile mode, clocks
 # Verdicts that depend only on the inputs (a crash or a timeout may not recur).
 _CACHEABLE = frozenset({VerdictStatus.CORRECT, VerdictStatus.INCORRECT, VerdictStatus.HACKING,
                         VerdictStatus.COMPILE_ERROR, VerdictStatus.UNVERIFIABLE, VerdictStatus.BAD_INPUT})
@@ -77,6 +77,13 @@ def prune_job_dirs(workdir: Path, keep: int = KEEP_JOB_DIRS) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def measured_now() -> str:
+    """The time a verdict is measured, as its cached copies will show it (UTC, to the second)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _short_hash(text: str) -> str:
     import hashlib
 
@@ -120,7 +127,10 @@ class Verifier:
         if options.use_cache:
             cached = self._cached(cache_key)
             if cached is not None:
-                cached.events.append("answered from the verdict cache (same reference, candidate, options and GPU)")
+                when = f", measured {cached.measured_at}" if cached.measured_at else ""
+                cached.events.append("answered from the verdict cache (same reference, candidate, options and GPU"
+                                     f"{when})")
+                cached.from_cache = True
                 cached.seconds = time.perf_counter() - started
                 return cached
         report(ProgressEvent("compiling", "starting the worker", 0))
@@ -147,6 +157,8 @@ class Verifier:
             self._profile_and_sanitize(verdict, job, options, cancel, report)
         verdict.seconds = time.perf_counter() - started
         verdict.cache_key = cache_key
+        verdict.measured_at = measured_now()
+        verdict.from_cache = False
         if verdict.status in _CACHEABLE:
             self._store(cache_key, verdict)
         return verdict

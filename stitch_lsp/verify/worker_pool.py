@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.serde import from_dict, to_dict
 from stitch_lsp.settings import Settings
-from stitch_lsp.verify.protocol import Frame, FrameDecoder, ProtocolError, Reply, Request, encode
+from stitch_lsp.contract import WORKER
+from stitch_lsp.contract.frames import Frame, FrameDecoder, ProtocolError, Reply, Request, encode
 
 T = TypeVar("T")
 
@@ -103,7 +104,7 @@ class WorkerProcess:
         self.log_path = logs / f"worker-{int(time.time())}-{os.getpid()}-{next(self._ids)}.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [python, "-m", "stitch_lsp.worker"],
+            [python, "-m", WORKER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

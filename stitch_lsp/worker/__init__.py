@@ -3,7 +3,7 @@
 It is the only part of Stitch (with ``runtime/``) that imports torch. The server
 never imports this package's handler modules; it talks to a worker through
 ``stitch_lsp.verify.worker_pool.WorkerPool`` over the frames of
-``stitch_lsp.verify.protocol`` (length-prefixed JSON on the child's stdin/stdout;
+``stitch_lsp.contract.frames`` (length-prefixed JSON on the child's stdin/stdout;
 the child moves ``sys.stdout`` onto stderr first, so a candidate's ``print``
 cannot corrupt the pipe).
 
@@ -17,9 +17,9 @@ with another's allocations.
 
 Adding a request kind
 ---------------------
-1. Put the request and reply data classes in a plain-data module the server can
-   import without torch (e.g. ``stitch_lsp/worker/trace_protocol.py`` or next to
-   your service); attrs classes serialised by ``stitch_lsp.serde``.
+1. Put the request and reply data classes in the worker contract
+   (``stitch_lsp/contract/``, plain data the server imports without torch);
+   attrs classes serialised by ``stitch_lsp.serde``.
 2. Write ``stitch_lsp/worker/<name>_handler.py`` with
    ``def handle(payload: dict, ctx: WorkerContext) -> object``: structure the
    payload with ``serde.from_dict(payload, YourRequest)``, do the work (import

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import torch
 
-from stitch_lsp.verify.memory_plan import CHUNK_ELEMENTS
+from stitch_lsp.contract.memory_plan import CHUNK_ELEMENTS
 
 # (rtol, atol) by dtype. atol is scaled by the reference's RMS (at least 1), so a
 # large-magnitude output is judged relative to its own size; all-zeros never passes

@@ -1,7 +1,7 @@
 """``copy_bandwidth``: time a large device-to-device copy (bytes read + written per second).
 
 Registered in ``stitch_lsp.worker.handlers.HANDLERS``; requested by ``stitch bench``
-(``stitch_lsp.benchsuite.bandwidth``), which judges memory-bound kernels against it.
+(``stitch_lsp.benchsuite.gpus``), which judges memory-bound kernels against it.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from stitch_lsp.benchsuite.bandwidth import CopyBandwidthReply, CopyBandwidthRequest
+from stitch_lsp.contract.copy_bandwidth import CopyBandwidthReply, CopyBandwidthRequest
 from stitch_lsp.serde import from_dict
 
 

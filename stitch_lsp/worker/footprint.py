@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from stitch_lsp.verify.memory_plan import TaskSizes
+from stitch_lsp.contract.memory_plan import TaskSizes
 from stitch_lsp.worker import inputs as inp
 
 _FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)

@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Any
 
-from stitch_lsp.gemm_tuning import TuneCase, TuneReply, TuneRequest, TuneResult, tile_label
+from stitch_lsp.contract.gemm_tune import TuneCase, TuneReply, TuneRequest, TuneResult, tile_label
 from stitch_lsp.serde import from_dict
 
 FLUSH_BYTES = 64 << 20  # more than the H100's 50 MB of L2

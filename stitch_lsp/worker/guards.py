@@ -103,8 +103,7 @@ def guarded_call(fn: Callable[[], Any], allowed_ops: list[str], *, cuda: bool) -
                 if handle != current:
                     report.side_stream_launches.append(name)
 
-            loader._LAUNCH_OBSERVERS.append(observe)
-            observers.append((loader._LAUNCH_OBSERVERS, observe))
+            observers.append(loader.add_launch_observer(observe))
         except ImportError:
             pass
     stream_cls = torch.cuda.Stream
@@ -131,9 +130,8 @@ def guarded_call(fn: Callable[[], Any], allowed_ops: list[str], *, cuda: bool) -
             stream_cls.__new__ = own_new  # type: ignore[method-assign]
         else:
             del stream_cls.__new__
-        for registry, observer in observers:
-            if observer in registry:
-                registry.remove(observer)
+        for remove in observers:
+            remove()
     if cuda and stream_before is not None and torch.cuda.current_stream().cuda_stream != stream_before:
         report.stream_switched = True
     report.threads_alive_after = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]

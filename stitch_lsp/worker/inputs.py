@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from stitch_lsp.verify.memory_plan import CHUNK_ELEMENTS
+from stitch_lsp.contract.memory_plan import CHUNK_ELEMENTS
 
 
 def seed_everything(seed: int) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from stitch_lsp.serde import to_dict
-from stitch_lsp.verify.protocol import Frame, Progress, ProtocolError, Reply, read_frame, write_frame
+from stitch_lsp.contract.frames import Frame, Progress, ProtocolError, Reply, read_frame, write_frame
 from stitch_lsp.worker.handlers import HANDLERS
 
 # Device memory a finished job may leave allocated without costing the worker: cuBLAS

@@ -16,8 +16,8 @@ from typing import Iterator
 import torch
 
 from stitch_lsp.verdict import MemoryPlan
-from stitch_lsp.verify import memory_plan as mp
-from stitch_lsp.verify.options import VerifyOptions
+from stitch_lsp.contract import memory_plan as mp
+from stitch_lsp.contract.verify import VerifyOptions
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.footprint import task_sizes
 from stitch_lsp.worker.poison import fresh_poisoned_pool

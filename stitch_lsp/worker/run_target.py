@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from stitch_lsp.serde import from_json
-from stitch_lsp.verify.options import VerifyJob
+from stitch_lsp.contract.verify import VerifyJob
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.modules import import_file
 

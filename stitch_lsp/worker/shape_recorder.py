@@ -14,7 +14,7 @@ import sys
 import types
 from typing import Any
 
-from stitch_lsp.op_graph import RecordReply, RecordRequest
+from stitch_lsp.contract.trace import RecordReply, RecordRequest
 
 
 def record(req: RecordRequest) -> RecordReply:

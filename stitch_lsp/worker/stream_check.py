@@ -153,7 +153,7 @@ def profile_call(fn: Callable[[], Any]) -> tuple[Any, BaseException | None, Stre
             pass
 
     result, error = None, None
-    loader._LAUNCH_OBSERVERS.append(mark)
+    remove_mark = loader.add_launch_observer(mark)
     try:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             torch.cuda._sleep(MARKER_CYCLES)
@@ -169,7 +169,7 @@ def profile_call(fn: Callable[[], Any]) -> tuple[Any, BaseException | None, Stre
         return result, error, StreamCheck(status="skipped", message=f"the profiler could not run: "
                                                                      f"{type(exc).__name__}: {exc}"[:300])
     finally:
-        loader._LAUNCH_OBSERVERS.remove(mark)
+        remove_mark()
     return result, error, analyse(acts)
 
 

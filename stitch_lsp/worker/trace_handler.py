@@ -13,7 +13,9 @@ import math
 import types
 from typing import Any
 
-from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode, ScalarInput, TraceReply, TraceRequest
+from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode, ScalarInput
+
+from stitch_lsp.contract.trace import TraceReply, TraceRequest
 from stitch_lsp.serde import from_dict
 
 
@@ -432,16 +434,27 @@ def handle(payload: Any, ctx: Any) -> TraceReply:
     request = from_dict(payload, TraceRequest)
     if ctx is not None:
         ctx.progress("planning", "tracing the task")
-    return trace_task(request.task_source)
+    return trace_request(request)
+
+
+def trace_request(request: TraceRequest) -> TraceReply:
+    import ast
+
+    init = ast.literal_eval(request.init) if request.init else None
+    inputs = [(list(shape), dtype) for shape, dtype in request.inputs] if request.inputs is not None else None
+    return trace_task(request.task_source, init=init, inputs=inputs)
 
 
 def main() -> int:
-    """``python -m stitch_lsp.worker.trace_handler < task.py``: the graph as JSON (for debugging)."""
+    """``python -m stitch_lsp.worker.trace_handler < task.py``: the graph as JSON (for debugging);
+    with ``--request``, stdin is a TraceRequest as JSON."""
     import sys
 
-    from stitch_lsp.serde import to_json
+    from stitch_lsp.serde import from_json, to_json
 
-    print(to_json(trace_task(sys.stdin.read()), indent=1))
+    text = sys.stdin.read()
+    reply = trace_request(from_json(text, TraceRequest)) if "--request" in sys.argv[1:] else trace_task(text)
+    print(to_json(reply, indent=1))
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -35,8 +36,8 @@ from stitch_lsp.verdict import (
     Verdict,
     VerdictStatus,
 )
-from stitch_lsp.verify import memory_plan as mp
-from stitch_lsp.verify.options import VerifyJob, VerifyOptions
+from stitch_lsp.contract import memory_plan as mp
+from stitch_lsp.contract.verify import VerifyJob, VerifyOptions
 from stitch_lsp.worker import accuracy as acc
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.basic_handlers import describe_device
@@ -47,7 +48,9 @@ from stitch_lsp.worker.memory_phases import PhaseMemory, make_plan
 from stitch_lsp.worker.modules import compile_failure, import_file, is_compile_error
 from stitch_lsp.worker.poison import poison_cached_blocks
 from stitch_lsp.worker.stream_check import profile_call
-from stitch_lsp.worker.timing import hidden_work, run_interleaved, stats
+from stitch_lsp.contract.intervals import TARGET_REL_HALF_WIDTH, median_interval, round_ratios
+from stitch_lsp.worker import gpu_state
+from stitch_lsp.worker.timing import LAUNCH_QUEUED, hidden_work, run_interleaved, stats
 
 INIT_SEED = 1234
 MIN_TRIALS = 5
@@ -793,8 +796,8 @@ class VerifyRun:
         if planned is not None and planned.note:
             message.append(f"memory plan: {planned.note}")
         if self.opts.compile_baseline and not self.cpu and self.plan.compile_baseline:
-            compiled = self.compiled_reference(ref_model)
-            if not isinstance(compiled, str):
+            compiled = self.compiled_reference(ref_model, sets[0])
+            if not isinstance(compiled, str) and not self.ctx.state.get("compiled_reused"):
                 compiled = self.warm_compiled(compiled, sets[0])
             if isinstance(compiled, str):
                 message.append(compiled)
@@ -806,8 +809,10 @@ class VerifyRun:
             message.append("torch.compile baseline skipped in CPU test mode")
         contenders["candidate"] = lambda a: cand_model(*a)
         self.ctx.progress("timing", "interleaved rounds", 80)
+        pairs = [("eager", "candidate"), ("compiled", "candidate")]
+        clocks = [gpu_state.snapshot(torch.cuda.current_device())] if not self.cpu else []
         try:
-            samples = run_interleaved(contenders, sets, cuda=not self.cpu, budget_s=self.opts.timing_budget_s)
+            run = run_interleaved(contenders, sets, cuda=not self.cpu, budget_s=self.opts.timing_budget_s, pairs=pairs)
         except Stop:
             raise
         except BaseException as exc:  # noqa: BLE001
@@ -817,45 +822,89 @@ class VerifyRun:
                 self.ctx.state.pop("compiled", None)
                 del sets[1:]
                 self.memory.release()
-                samples = run_interleaved(contenders, sets, cuda=not self.cpu, budget_s=self.opts.timing_budget_s)
+                run = run_interleaved(contenders, sets, cuda=not self.cpu, budget_s=self.opts.timing_budget_s,
+                                      pairs=pairs)
             else:
                 raise Stop(self.fail_from(exc, "timing the candidate"))
-        timing = Timing(status="measured")
-        timing.eager = TimingStats(**stats(samples["eager"].events_ms))
-        timing.candidate = TimingStats(**stats(samples["candidate"].events_ms))
-        if "compiled" in samples:
-            timing.compiled = TimingStats(**stats(samples["compiled"].events_ms))
-        if timing.candidate.median_ms > 0:
-            timing.speedup_vs_eager = timing.eager.median_ms / timing.candidate.median_ms
-            if timing.compiled:
-                timing.speedup_vs_compile = timing.compiled.median_ms / timing.candidate.median_ms
-        if self.cpu:
-            timing.method = (f"CPU test mode: host clock, {timing.candidate.samples} interleaved rounds, "
-                             f"inputs rotated among {len(sets)} sets")
-        else:
+        if not self.cpu:
+            clocks.append(gpu_state.snapshot(torch.cuda.current_device()))
+        timing = self.timing_figures(run, "compiled" in contenders)
+        if not self.cpu:
+            timing.clocks = gpu_state.notes(clocks)
+            samples = run.samples
             hidden, text = hidden_work(samples["candidate"], samples["eager"])
             timing.host_clock_ok = not hidden
             if hidden:
                 self.flag("HACK004", "work hidden from the timer: " + text, evidence="timing", dynamic=True)
             covered = ("every kernel of forward ran on the caller's stream or was joined back to it (profiler), so "
                        "the events span all of its work; " if self.streams.status == "checked" else "")
-            timing.method = (f"CUDA events on the current stream, device synchronised around each call, L2 flushed "
-                             f"(256 MB write) before each, inputs rotated among {len(sets)} set(s), contenders "
-                             f"interleaved over {timing.candidate.samples} rounds; {covered}{text}")
+            queued = ("calls queued back to back behind a blocking kernel, so host launch cost stays out of the "
+                      "events" if run.launch == LAUNCH_QUEUED else
+                      "a contender waits for the device inside its call, so its calls could not be queued ahead "
+                      "and its GPU time includes host time")
+            timing.method = (f"GPU time: {queued}; L2 flushed (256 MB write) before each call, inputs rotated among "
+                             f"{len(sets)} set(s), contenders interleaved over {run.rounds} rounds of "
+                             f"{run.calls_per_round} call(s); {run.stop_reason}; call latency: host clock around one "
+                             f"synchronised call per round; {covered}{text}")
+            if timing.clocks.flagged:
+                message.extend(timing.clocks.notes)
+        else:
+            timing.method = (f"CPU test mode: host clock, {run.rounds} interleaved rounds, inputs rotated among "
+                             f"{len(sets)} sets; {run.stop_reason}")
+        if not timing.converged and timing.speedup_vs_eager is not None:
+            message.append(f"not converged: {run.stop_reason}; the intervals say how far the ratios may be off")
         timing.message = "; ".join(message)
         return timing
 
-    def compiled_reference(self, ref_model: Any) -> Any:
-        key = "compiled:" + hashlib.sha256(Path(self.job.reference_path).read_bytes()).hexdigest()
+    def timing_figures(self, run: Any, with_compiled: bool) -> Timing:
+        """The run's medians, ratios and intervals, GPU time first, call latency beside it."""
+        s = run.samples
+        timing = Timing(status="measured", compile_mode=self.opts.compile_mode, launch=run.launch,
+                        rounds=run.rounds, converged=run.converged, ci_target=TARGET_REL_HALF_WIDTH,
+                        compile_reused=bool(self.ctx.state.get("compiled_reused")) and with_compiled)
+        timing.eager = TimingStats(**stats(s["eager"].gpu_ms))
+        timing.candidate = TimingStats(**stats(s["candidate"].gpu_ms))
+        timing.eager_latency = TimingStats(**stats(s["eager"].latency_ms))
+        timing.candidate_latency = TimingStats(**stats(s["candidate"].latency_ms))
+        if with_compiled:
+            timing.compiled = TimingStats(**stats(s["compiled"].gpu_ms))
+            timing.compiled_latency = TimingStats(**stats(s["compiled"].latency_ms))
+        for base, attr in (("eager", "eager"), ("compiled", "compile")):
+            if base not in s:
+                continue
+            gpu = median_interval(round_ratios(s[base].round_gpu_ms, s["candidate"].round_gpu_ms))
+            lat = median_interval(round_ratios(s[base].latency_ms, s["candidate"].latency_ms))
+            if gpu is not None:
+                setattr(timing, f"speedup_vs_{attr}", gpu.value)
+                setattr(timing, f"speedup_vs_{attr}_ci", [gpu.low, gpu.high])
+            elif s[base].gpu_ms and s["candidate"].gpu_ms and statistics.median(s["candidate"].gpu_ms) > 0:
+                setattr(timing, f"speedup_vs_{attr}",
+                        statistics.median(s[base].gpu_ms) / statistics.median(s["candidate"].gpu_ms))
+            if lat is not None:
+                setattr(timing, f"latency_vs_{attr}", lat.value)
+                setattr(timing, f"latency_vs_{attr}_ci", [lat.low, lat.high])
+        return timing
+
+    def compiled_reference(self, ref_model: Any, args: list[Any]) -> Any:
+        """torch.compile of the reference in the chosen mode, once per reference source, mode and input
+        signature in this worker: later saves of the same pair reuse it (unless the job says no cache)."""
+        signature = [(tuple(a.shape), str(a.dtype)) if isinstance(a, torch.Tensor) else repr(a) for a in args]
+        key = "compiled:" + hashlib.sha256(Path(self.job.reference_path).read_bytes()
+                                           + repr((self.opts.compile_mode, signature)).encode()).hexdigest()
         cache = self.ctx.state.setdefault("compiled", {})
-        if key in cache:
+        self.ctx.state["compiled_reused"] = False
+        if key in cache and self.opts.use_cache:
             cached_model, compiled = cache[key]
             # Same source, same init seed: the cached model's weights equal this one's.
             if all(torch.equal(a, b) for a, b in zip(cached_model.state_dict().values(),
                                                        ref_model.state_dict().values())):
+                self.ctx.state["compiled_reused"] = True
                 return compiled
         try:
-            compiled = torch.compile(ref_model)
+            if self.opts.compile_mode == "default":
+                compiled = torch.compile(ref_model)
+            else:
+                compiled = torch.compile(ref_model, mode=self.opts.compile_mode)
         except BaseException as exc:  # noqa: BLE001
             return f"torch.compile failed: {_short(exc, 200)}"
         cache.clear()  # one reference at a time: compiled graphs hold GPU memory
@@ -983,9 +1032,11 @@ class VerifyRun:
             status = VerdictStatus.CORRECT
             speed = ""
             if timing.speedup_vs_eager is not None:
-                speed = f"; {timing.speedup_vs_eager:.2f}x vs eager"
+                speed = f"; {_ratio(timing.speedup_vs_eager, timing.speedup_vs_eager_ci)} vs eager"
                 if timing.speedup_vs_compile is not None:
-                    speed += f", {timing.speedup_vs_compile:.2f}x vs torch.compile"
+                    speed += (f", {_ratio(timing.speedup_vs_compile, timing.speedup_vs_compile_ci)} vs torch.compile"
+                              f" ({timing.compile_mode})")
+                speed += " (GPU time)"
             summary = f"correct: {checks}{speed}"
             if self.accuracy.less_accurate and self.accuracy.ratio is not None:
                 summary += f"; {self.accuracy.ratio:.1f}x eager's error against float64"
@@ -994,6 +1045,12 @@ class VerifyRun:
         if self.cpu:
             summary += " [CPU test mode]"
         return self.verdict(status, summary, correctness=correctness, timing=timing)
+
+
+def _ratio(value: float, ci: list[float] | None) -> str:
+    if not ci:
+        return f"{value:.2f}x"
+    return f"{value:.2f}x ±{max(ci[1] - value, value - ci[0], 0.0):.2f}"
 
 
 def _state_bytes(model: Any) -> int:

@@ -81,10 +81,10 @@ INTERPRETED = [
 def run_case(body: str, kw: dict) -> dict:
     import torch
 
-    from stitch_lsp.agents.template_coder import candidate_module, lower
-    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
+    from stitch_lsp.coders.template import candidate_module, lower
+    from stitch_lsp.plan.gemm_tiles import GemmOptions
 
-    from stitch_lsp.agents.template_coder import gemm_tiles
+    from stitch_lsp.plan import gemm_tiles
 
     kw = dict(kw)
     tile = kw.pop("tile", None)
@@ -156,8 +156,8 @@ def run_constructor_case() -> dict:
     against the reference built with the same arguments."""
     import torch
 
-    from stitch_lsp.agents.template_coder import candidate_module, lower
-    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
+    from stitch_lsp.coders.template import candidate_module, lower
+    from stitch_lsp.plan.gemm_tiles import GemmOptions
     from stitch_lsp.pipeline import Task
     from stitch_lsp.worker.trace_handler import trace_task
 

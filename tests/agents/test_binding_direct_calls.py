@@ -12,8 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.agents.template_coder import candidate_module, lower  # noqa: E402
-from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions  # noqa: E402
+from stitch_lsp.coders.template import candidate_module, lower  # noqa: E402
+from stitch_lsp.plan.gemm_tiles import GemmOptions  # noqa: E402
 from tests.agents.gemm_interpret_cases import task  # noqa: E402
 
 
@@ -85,7 +85,7 @@ def test_a_linear_layer_left_to_cublas_is_one_linear_call_and_matches_eager():
 
 
 def test_a_transposed_weight_read_by_another_step_keeps_its_own_step():
-    from stitch_lsp.agents.template_coder.program import _linear_calls
+    from stitch_lsp.coders.template.program import _linear_calls
 
     permute = {"op": "aten.permute.default", "name": "wt", "args": [{"$": "w"}, [1, 0]], "kwargs": {}}
     addmm = {"op": "aten.addmm.default", "name": "y", "args": [{"$": "b"}, {"$": "x"}, {"$": "wt"}], "kwargs": {}}

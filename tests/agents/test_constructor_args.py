@@ -21,8 +21,8 @@ TRACED = (40, 96, 4, 2.0)
 
 @pytest.fixture(scope="module")
 def generated():
-    from stitch_lsp.agents.template_coder import candidate_module, lower
-    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
+    from stitch_lsp.coders.template import candidate_module, lower
+    from stitch_lsp.plan.gemm_tiles import GemmOptions
     from stitch_lsp.pipeline import Task
     from stitch_lsp.verify.anti_hacking import static_flags
 

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.agents.template_coder.conv_reduction import physical_index  # noqa: E402
+from stitch_lsp.coders.template.conv_reduction import physical_index  # noqa: E402
 from tests.agents import test_conv_tail_host as conv  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 from tests.agents import test_template_rows_host as rows  # noqa: E402
@@ -89,8 +89,8 @@ def test_layouts_are_judged_by_dims_not_sizes(bias_shape, tail, why, tmp_path, m
 
 
 def test_the_rewritten_group_renumbers_the_reduced_dims_and_reshapes_the_bias():
-    from stitch_lsp.agents.fusion import split
-    from stitch_lsp.agents.template_coder.conv_bias import split_conv_bias
+    from stitch_lsp.plan.fusion import split
+    from stitch_lsp.coders.template.conv_bias import split_conv_bias
     from stitch_lsp.worker.trace_handler import trace_task
 
     graph, _ = split_conv_bias(trace_task(CASES["min-channels-tanh"]).graph)

@@ -19,10 +19,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.agents.template_coder import lower  # noqa: E402
-from stitch_lsp.agents.template_coder.binding import candidate_module  # noqa: E402
-from stitch_lsp.agents.template_coder.conv_tail import ENV  # noqa: E402
-from stitch_lsp.agents.template_coder.program import program_data  # noqa: E402
+from stitch_lsp.coders.template import lower  # noqa: E402
+from stitch_lsp.coders.template.binding import candidate_module  # noqa: E402
+from stitch_lsp.coders.template.conv_tail import ENV  # noqa: E402
+from stitch_lsp.coders.template.program import program_data  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 from tests.agents import test_template_rows_host as rows  # noqa: E402
@@ -153,7 +153,7 @@ def test_a_channel_reduction_after_a_biased_convolution_adds_the_bias_as_it_read
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_input_transpose_copies_every_value_bit_for_bit(dtype, tmp_path, monkeypatch):
-    from stitch_lsp.agents.template_coder.conv_tail import input_kernel
+    from stitch_lsp.coders.template.conv_tail import input_kernel
     from stitch_lsp.op_graph import OpNode
 
     # 37 channels x 63 positions: partial tiles both ways; NaN payloads and -0.0 kept as they are.
@@ -175,11 +175,12 @@ def test_the_input_transpose_copies_every_value_bit_for_bit(dtype, tmp_path, mon
 
 
 def test_plan_says_which_layout_runs():
-    from stitch_lsp.agents.planner import describe, make_plan
+    from stitch_lsp.coders import conv_layouts
+    from stitch_lsp.plan.planner import describe, make_plan
     from stitch_lsp.worker.trace_handler import trace_task
 
     source = CASES["conv2d-bias-clamp-sigmoid"]
-    text = describe(make_plan(Task(name="t", source=source), trace_task(source).graph))
+    text = describe(make_plan(Task(name="t", source=source), trace_task(source).graph, layouts=conv_layouts))
     assert "convolution in channels-last; the tail kernel reads it transposed" in text, text
 
 

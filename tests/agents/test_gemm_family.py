@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.template_coder import candidate_module, lower
-from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, spec_of
-from stitch_lsp.agents.template_coder.gemm_tiles import (
-    CACHE_VERSION, GemmOptions, TileCache, TileEntry, candidates, problem_key, record, table_tile, tune_cases,
+from stitch_lsp.coders.template import candidate_module, lower
+from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
+from stitch_lsp.plan.gemm_tiles import (
+    CACHE_VERSION, GemmOptions, TileCache, TileEntry, candidates, problem_key, record, table_tile,
 )
-from stitch_lsp.agents.template_coder.program import program_data
-from stitch_lsp.gemm_tuning import TuneReply, TuneResult
+from stitch_lsp.coders.template.gemm_tune import tune_cases
+from stitch_lsp.coders.template.program import program_data
+from stitch_lsp.contract.gemm_tune import TuneReply, TuneResult
 from gemm_interpret_cases import INTERPRETED, task  # noqa: E402 - the cases, shared with the interpreter run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -288,10 +289,10 @@ class _FakePool:
 
 
 def test_tuning_job_records_a_tile_per_kernel_and_the_next_fuse_uses_it(tmp_path):
-    from stitch_lsp.agents.fuse_service import tune_gemm_tiles
-    from stitch_lsp.agents.template_coder import TemplateCoder
-    from stitch_lsp.agents.fuse_service import untuned_gemms
-    from stitch_lsp.agents.planner import make_plan
+    from stitch_lsp.fuse.service import tune_gemm_tiles
+    from stitch_lsp.coders.template import TemplateCoder
+    from stitch_lsp.fuse.service import untuned_gemms
+    from stitch_lsp.plan.planner import make_plan
 
     t, graph = task("return F.gelu(self.lin(x))", m=1024, k=1024, n=1024)
     options = GemmOptions(mode="auto", gpu="H100", cache=TileCache.in_workspace(tmp_path))

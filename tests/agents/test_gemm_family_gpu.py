@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _candidate(body: str, **kw):
-    from stitch_lsp.agents.template_coder import candidate_module, lower
-    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
+    from stitch_lsp.coders.template import candidate_module, lower
+    from stitch_lsp.plan.gemm_tiles import GemmOptions
 
     t, graph = task(body, **kw)
     program = lower(graph, GemmOptions(mode="triton"))
@@ -95,10 +95,11 @@ def test_half_precision_epilogues_match_eager():
 
 
 def test_tuning_run_times_tiles_and_the_cache_steers_the_next_lowering(tmp_path):
-    from stitch_lsp.agents.template_coder import lower
-    from stitch_lsp.agents.template_coder.gemm_match import GEMM_OP, spec_of
-    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions, TileCache, record, tune_cases
-    from stitch_lsp.gemm_tuning import TuneRequest
+    from stitch_lsp.coders.template import lower
+    from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
+    from stitch_lsp.coders.template.gemm_tune import tune_cases
+    from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, record
+    from stitch_lsp.contract.gemm_tune import TuneRequest
     from stitch_lsp.worker.gemm_tune_handler import tune
 
     _, graph = task("return F.gelu(self.lin(x))", m=1024, k=1024, n=1024)
@@ -118,7 +119,7 @@ def test_tuning_run_times_tiles_and_the_cache_steers_the_next_lowering(tmp_path)
 
 
 def test_accepted_edit_runs_without_stitch(tmp_path):
-    from stitch_lsp.agents.planner import make_plan
+    from stitch_lsp.plan.planner import make_plan
 
     spec = importlib.util.spec_from_file_location("fuse_template_suite", REPO / "bench" / "fuse_template_suite.py")
     suite = importlib.util.module_from_spec(spec)

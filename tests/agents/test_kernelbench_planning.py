@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from stitch_lsp.agents.planner import make_plan
-from stitch_lsp.agents.reduction_domain import broadcasts_per_row, domain_of
-from stitch_lsp.agents.template_coder import TemplateCoder, library_call, lower
-from stitch_lsp.agents.template_coder.kernels import KernelSpec
-from stitch_lsp.agents.template_coder.program import program_data
-from stitch_lsp.agents.template_coder.reduction_kernels import cluster_for, split_for, team_for
+from stitch_lsp.plan.planner import make_plan
+from stitch_lsp.plan.reduction_domain import broadcasts_per_row, domain_of
+from stitch_lsp.coders.template import TemplateCoder, library_call, lower
+from stitch_lsp.coders.template.kernels import KernelSpec
+from stitch_lsp.coders.template.program import program_data
+from stitch_lsp.coders.template.reduction_kernels import cluster_for, split_for, team_for
 from stitch_lsp.pipeline import Task
 
 torch = pytest.importorskip("torch")
@@ -349,7 +349,7 @@ def test_a_tensor_divided_by_its_own_norm_counts_the_second_read_it_cannot_avoid
     """The Frobenius norm of 512 MB: every output waits for the last input, long gone from L2, so any kernel
     reads the input twice and the plan's floor says so. The same tensor normalised per 2 MB row (rows that fit
     in L2), or summed beside an output that does not wait for the sum, is counted as before: once."""
-    from stitch_lsp.agents import planner
+    from stitch_lsp.plan import planner
 
     model = """
 class Model(nn.Module):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.template_coder import TemplateCoder, lower
-from stitch_lsp.agents.template_coder.library_epilogue import FUSED
-from stitch_lsp.agents.planner import make_plan
+from stitch_lsp.coders.template import TemplateCoder, lower
+from stitch_lsp.coders.template.library_epilogue import FUSED
+from stitch_lsp.plan.planner import make_plan
 from stitch_lsp.pipeline import Task
 
 torch = pytest.importorskip("torch")

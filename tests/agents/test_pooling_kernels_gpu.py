@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.planner import make_plan
-from stitch_lsp.agents.template_coder import TemplateCoder
+from stitch_lsp.plan.planner import make_plan
+from stitch_lsp.coders.template import TemplateCoder
 from stitch_lsp.pipeline import Task
 from tests.agents.gpu_models import assert_matches_eager, reference_and_candidate
 from tests.agents.test_template_pooling_host import MODELS, _source

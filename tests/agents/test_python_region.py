@@ -84,7 +84,7 @@ def test_tuple_assigned_module_constants_reach_the_task():
         "import torch\n\nM, N = 64, 80\nSCALE = 1.0 / N\n\n\n"
         "def f(x):\n    # stitch: x=[64,80] float32\n    y = torch.relu(x) * SCALE + M\n    return y\n"
     )
-    from stitch_lsp.agents.fuse_region import prepare
+    from stitch_lsp.task.selection import prepare
     from stitch_lsp.settings import Settings
 
     p = prepare(src, "m.py", 8, 8, Settings())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.template_coder import lower, reduction_kernels as kernels
+from stitch_lsp.coders.template import lower, reduction_kernels as kernels
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(900)
@@ -79,7 +79,7 @@ def test_softmax_divides_by_a_reciprocal_and_loads_the_mask_in_words():
 
 
 def test_variance_pairs_found_only_for_mean_and_squared_deviation():
-    from stitch_lsp.agents.fusion import split
+    from stitch_lsp.plan.fusion import split
 
     graph = _graph("norm_bias_residual_layernorm_fp32")
     index = graph.index()

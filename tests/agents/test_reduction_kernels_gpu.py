@@ -14,8 +14,8 @@ import types
 
 import pytest
 
-from stitch_lsp.agents.planner import make_plan
-from stitch_lsp.agents.template_coder import TemplateCoder, reduction_kernels as kernels
+from stitch_lsp.plan.planner import make_plan
+from stitch_lsp.coders.template import TemplateCoder, reduction_kernels as kernels
 from stitch_lsp.pipeline import Task
 from tests.agents.gpu_models import assert_matches_eager
 from tests.agents.test_template_rows_host import CASES, OFFSET_CASES, REPO

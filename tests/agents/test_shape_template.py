@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.fuse_region import prepare
-from stitch_lsp.agents.shapes import comment_template, resolve
+from stitch_lsp.task.selection import prepare
+from stitch_lsp.task.shapes import comment_template, resolve
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.settings import Settings
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.fuse_region import prepare
-from stitch_lsp.agents.shapes import comment_template, parse_spec, resolve
+from stitch_lsp.task.selection import prepare
+from stitch_lsp.task.shapes import comment_template, parse_spec, resolve
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.settings import Settings
 
@@ -70,7 +70,7 @@ def test_missing_shapes_say_what_is_missing():
 def test_recorder_runs_the_file_and_finds_intermediate_shapes():
     """Shape source 3: the file's get_inputs() run on the meta device, locals read at the selection."""
     pytest.importorskip("torch")
-    from stitch_lsp.agents.shapes import record
+    from stitch_lsp.task.shapes import record
 
     path = str(Path(__file__).resolve().parents[1] / "fixtures" / "fuse" / "block.py")
     r = extract_region(SRC, line_of("a, b = y.chunk"), line_of("out.mul_(2.0)"), path)
@@ -83,7 +83,7 @@ def test_recorder_runs_the_file_and_finds_intermediate_shapes():
 
 def test_recorder_says_why_it_cannot_run():
     pytest.importorskip("torch")
-    from stitch_lsp.agents.shapes import record
+    from stitch_lsp.task.shapes import record
 
     src = "import torch\n\ndef f(x):\n    y = x * 2\n    z = y + 1\n    return z\n"
     r = extract_region(src, 4, 4, "nofile.py")

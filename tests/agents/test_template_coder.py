@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.planner import make_plan
-from stitch_lsp.agents.template_coder import TemplateCoder, lower
+from stitch_lsp.plan.planner import make_plan
+from stitch_lsp.coders.template import TemplateCoder, lower
 from stitch_lsp.pipeline import Task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_gemm_tasks_take_the_gemm_family_or_keep_cublas_and_fuse_the_epilogue(tr
     program = lower(graph)  # fp32: the GEMM family's 3xTF32 kernel, the epilogue in it
     assert program.uncovered_ops == []
     assert [(k.kind, k.backend) for k in program.kernels] == [("gemm", "triton")]
-    from stitch_lsp.agents.template_coder.gemm_tiles import GemmOptions
+    from stitch_lsp.plan.gemm_tiles import GemmOptions
 
     program = lower(graph, GemmOptions(mode="cublas"))
     assert [u.split(" ")[0] for u in program.uncovered_ops] == ["aten.addmm.default"]
@@ -113,7 +113,7 @@ def test_every_generated_kernel_compiles_with_nvcc(traced, tmp_path):
 
 def test_odd_shapes_re_lower_from_the_symbolic_graph(traced):
     """The Verifier's second shape (every size made odd): the same graph lowers for it, scalar and guarded."""
-    from stitch_lsp.agents.template_coder.program import program_for
+    from stitch_lsp.coders.template.program import program_for
     from stitch_lsp.serde import to_json
 
     task, graph = traced["norm_rmsnorm_bf16"]
@@ -139,7 +139,7 @@ def test_every_launch_passes_tensors_of_the_types_its_kernel_declares(traced):
     signature takes, by the runtime loader's own check (an int64 target into ``int*`` fails to launch)."""
     import torch
 
-    from stitch_lsp.agents.template_coder.program import program_data, program_for
+    from stitch_lsp.coders.template.program import program_data, program_for
     from stitch_lsp.op_graph import ShapeMismatch
     from stitch_lsp.runtime.loader import _POINTEE_DTYPES, kernel_params
     from stitch_lsp.serde import to_json

@@ -20,7 +20,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.agents.template_coder import lagged_kernels, lower, reduction_kernels  # noqa: E402
+from stitch_lsp.coders.template import lagged_kernels, lower, reduction_kernels  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 from tests.agents import test_template_rows_host as rows  # noqa: E402
 

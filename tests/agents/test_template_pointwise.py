@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.template_coder import lower
+from stitch_lsp.coders.template import lower
 
 REPO = Path(__file__).resolve().parents[2]
 HALF_ONLY = ("stitch_exp_fast(", "stitch_div_fast(", "stitch_tanh_approx(", "stitch_gelu_erf_fast(", "__expf(")

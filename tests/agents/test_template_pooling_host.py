@@ -14,8 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.agents.planner import describe, make_plan  # noqa: E402
-from stitch_lsp.agents.template_coder import lower  # noqa: E402
+from stitch_lsp.plan.planner import describe, make_plan  # noqa: E402
+from stitch_lsp.coders.template import lower  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 from tests.agents import test_template_rows_host as rows  # noqa: E402

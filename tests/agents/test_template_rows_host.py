@@ -18,8 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.agents.template_coder import lower, reduction_kernels as kernels  # noqa: E402
-from stitch_lsp.agents.template_coder.program import program_data  # noqa: E402
+from stitch_lsp.coders.template import lower, reduction_kernels as kernels  # noqa: E402
+from stitch_lsp.coders.template.program import program_data  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

@@ -58,6 +58,12 @@ def _hold(name: str) -> None:
         time.sleep(0.05)
 
 
+def configure(no_cache: bool = False, **_options) -> None:
+    """The shard's run choices; a run told to measure afresh logs "configure" (``$FAKE_BENCH_LOG``)."""
+    if no_cache:
+        _log("configure", "no_cache=True")
+
+
 def run_task(task, settings, coder, cancel, report):
     _log(task.name)
     print(f"stand-in running {task.name}")  # the shard's log (stdout is redirected there)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.benchsuite import bandwidth, runner
-from stitch_lsp.benchsuite.bandwidth import CopyBandwidthReply, CopyBandwidthRequest
+from stitch_lsp.benchsuite import gpus, runner
+from stitch_lsp.contract.copy_bandwidth import CopyBandwidthReply, CopyBandwidthRequest
 from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.settings import Settings
 from stitch_lsp.worker.handlers import HANDLERS
@@ -20,7 +20,7 @@ def test_without_a_gpu_the_worker_says_why(tmp_path):
 
     pool = WorkerPool(Settings(), tmp_path)
     try:
-        info = bandwidth.measure_gpu(pool, "0", CancelToken(), timeout_s=120)
+        info = gpus.measure_gpu(pool, "0", CancelToken(), timeout_s=120)
     finally:
         pool.close()
     assert info.copy_bandwidth_gbs is None
@@ -42,7 +42,7 @@ def test_copy_bandwidth_on_a_gpu(tmp_path):
 
 
 def test_options_verifier_turns_profiling_on_for_every_job():
-    from stitch_lsp.verify.options import VerifyOptions
+    from stitch_lsp.contract.verify import VerifyOptions
 
     seen = []
 

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from stitch_lsp.benchsuite.executor import ExecutorError, LocalExecutor, make_executor
+from stitch_lsp.benchsuite.executor import ExecutorError, LocalExecutor
+from stitch_lsp.benchsuite.suite import make_executor
 from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, run_bench
 from stitch_lsp.benchsuite.versions import Versions, mismatches
 from stitch_lsp.settings import Settings

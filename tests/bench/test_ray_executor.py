@@ -148,8 +148,8 @@ def test_workers_on_another_torch_are_refused(tmp_path, cluster, runs, monkeypat
 
 
 def test_llm_candidates_of_a_round_are_verified_at_once_on_the_cluster(tmp_path, cluster, runs):
-    from stitch_lsp.agents.llm_coder import LlmCoder
-    from stitch_lsp.agents.llm_key import Secret
+    from stitch_lsp.coders.llm.coder import LlmCoder
+    from stitch_lsp.coders.llm.key import Secret
     from stitch_lsp.benchsuite.candidate_pool import CandidatePool
     from stitch_lsp.benchsuite.executor import WorkerSpec
     from stitch_lsp.benchsuite.ray_executor import RayExecutor

@@ -25,7 +25,7 @@ class CpuVerifier(Verifier):
         return DEVICE
 
     def verify(self, reference_source, candidate, options=None, **kwargs):
-        from stitch_lsp.verify.options import VerifyOptions
+        from stitch_lsp.contract.verify import VerifyOptions
 
         options = attrs.evolve(options or VerifyOptions(), device="cpu", timing=False, trials=5)
         return super().verify(reference_source, candidate, options, **kwargs)

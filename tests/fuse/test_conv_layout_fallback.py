@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents import fuse_service
-from stitch_lsp.agents.fuse_service import fuse_task
-from stitch_lsp.agents.template_coder.conv_tail import uses_channels_last
+from stitch_lsp.fuse import service as fuse_service
+from stitch_lsp.fuse.service import fuse_task
+from stitch_lsp.plan.conv_layout import uses_channels_last
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Verdict

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.fuse_edit import apply_text_edits, build_edit, call_arguments, names_for
-from stitch_lsp.agents.fuse_region import prepare
+from stitch_lsp.fuse.edit import apply_text_edits, build_edit, call_arguments, names_for
+from stitch_lsp.task.selection import prepare
 from stitch_lsp.op_graph import GraphInput, OpGraph
 from stitch_lsp.settings import Settings
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.fuse_service import fuse_task
+from stitch_lsp.fuse.service import fuse_task
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.fuse_edit import LOADER_MODULE, loader_import, loader_source
-from stitch_lsp.agents.template_coder import edit_module, lower
+from stitch_lsp.fuse.edit import LOADER_MODULE, loader_import, loader_source
+from stitch_lsp.coders.template import edit_module, lower
 from stitch_lsp.pipeline import Plan
 from stitch_lsp.serde import from_json
 

@@ -8,6 +8,7 @@ Run on the GPU machine (prints what it received):
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -77,7 +78,8 @@ async def test_save_gives_real_speedups_and_nsight_hover(tmp_path):
         print("== diagnostics on gelu_host.cu:", [(d.code, d.message[:200]) for d in diags.items])
 
         assert "✓ correct" in " ".join(found), found
-        assert any("× eager" in l and "torch.compile" in l for l in found), found
+        # "1.80× ±0.02 eager · 0.41× ±0.01 torch.compile", or "same as ... (within noise)" for either
+        assert any(re.search(r"(× ±(<)?[\d.]+ eager|same as eager)", l) and "torch.compile" in l for l in found), found
         assert any("% of peak" in l for l in found), found
         assert "Nsight Compute" in card and "µs" in card and "% achieved of" in card, card
         assert "✓ correct" in " ".join(host_found), host_found

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.llm_client import RetryPolicy
-from stitch_lsp.agents.llm_coder import LlmConfig
-from stitch_lsp.agents.llm_key import Secret
+from stitch_lsp.coders.llm.client import RetryPolicy
+from stitch_lsp.coders.llm.coder import LlmConfig
+from stitch_lsp.coders.llm.key import Secret
 from stitch_lsp.pipeline import FusionGroup, Plan, Task, TensorSpec
 from stitch_lsp.settings import Settings
 

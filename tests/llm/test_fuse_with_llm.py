@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.fuse_service import fuse_task
-from stitch_lsp.agents.llm_key import KEYS
+from stitch_lsp.fuse.service import fuse_task
+from stitch_lsp.coders.llm.key import KEYS
 
 from .candidates import BROKEN_CUDA, reply
 from .conftest import FAKE_KEY

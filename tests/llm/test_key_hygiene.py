@@ -7,10 +7,10 @@ import os
 import subprocess
 import sys
 
-from stitch_lsp.agents.llm_coder import LlmCoder
-from stitch_lsp.agents.llm_key import ApiKeyStore, Secret
+from stitch_lsp.coders.llm.coder import LlmCoder
+from stitch_lsp.coders.llm.key import ApiKeyStore, Secret
 from stitch_lsp.verify.worker_pool import worker_env
-from stitch_lsp.agents.rubric import rubric_findings
+from stitch_lsp.verify.rubric import rubric_findings
 from stitch_lsp.serde import to_json
 
 from .candidates import BROKEN_CUDA, HACKING_MODULE, reply

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.llm_auto import AutoCoder, make_coder
-from stitch_lsp.agents.llm_key import KEYS
+from stitch_lsp.coders.llm.auto import AutoCoder, make_coder
+from stitch_lsp.coders.llm.key import KEYS
 from stitch_lsp.pipeline import Candidate
 
 from .candidates import GOOD_CUDA, MODULE, WRONG_CUDA, reply
@@ -68,7 +68,7 @@ def test_no_key_keeps_the_template_and_says_why(settings, task, plan):
 
 
 def test_llm_coder_without_a_key_is_unavailable(settings, monkeypatch):
-    coder_module = pytest.importorskip("stitch_lsp.agents.coder")
+    coder_module = pytest.importorskip("stitch_lsp.coders")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     KEYS.set_client_key(None)
     with pytest.raises(coder_module.CoderUnavailable, match="No Anthropic API key"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.llm_client import LlmError, MessagesClient
-from stitch_lsp.agents.llm_key import Secret
-from stitch_lsp.agents.llm_prompt import system_blocks
+from stitch_lsp.coders.llm.client import LlmError, MessagesClient
+from stitch_lsp.coders.llm.key import Secret
+from stitch_lsp.coders.llm.prompt import system_blocks
 from stitch_lsp.cancellation import CancelToken, Cancelled
 
 from .conftest import FAKE_KEY, FAST_RETRY

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.llm_coder import LlmCoder
-from stitch_lsp.agents.rubric import rubric_findings
+from stitch_lsp.coders.llm.coder import LlmCoder
+from stitch_lsp.verify.rubric import rubric_findings
 from stitch_lsp.serde import to_dict
 from stitch_lsp.verdict import VerdictStatus
 from stitch_lsp.verify.service import Verifier, VerifyOptions

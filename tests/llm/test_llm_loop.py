@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.llm_coder import LlmCoder, LlmCoderError
-from stitch_lsp.agents.rubric import ANTI_HACKING, rubric_findings
+from stitch_lsp.coders.llm.coder import LlmCoder, LlmCoderError
+from stitch_lsp.verify.rubric import ANTI_HACKING, rubric_findings
 from stitch_lsp.findings import Severity
 from stitch_lsp.verdict import VerdictStatus
 
@@ -76,8 +76,8 @@ def test_wrong_answer_fixed(fake_api, settings, key, task, plan):
 def test_hacking_candidate_flagged_at_run_time_is_never_offered(fake_api, settings, key, task, plan, tmp_path,
                                                                monkeypatch):
     # A hack only the dynamic checks catch: the static screen finds nothing here.
-    monkeypatch.setattr("stitch_lsp.agents.llm_coder.static_flags", lambda candidate: [])
-    monkeypatch.setattr("stitch_lsp.agents.rubric.static_flags", lambda candidate: [])
+    monkeypatch.setattr("stitch_lsp.coders.llm.coder.static_flags", lambda candidate: [])
+    monkeypatch.setattr("stitch_lsp.verify.rubric.static_flags", lambda candidate: [])
     settings = settings.replace(rounds=2)
     api = fake_api(Reply(reply(module=HACKING_MODULE)), Reply(reply(module=HACKING_MODULE)))
     verifier = ScriptedVerifier(flagged_at_run_time(50.0), flagged_at_run_time(50.0))
@@ -228,7 +228,7 @@ def test_prompt_caching_markers_across_rounds(fake_api, settings, key, task, pla
 
 def test_no_key_is_a_clear_message_and_sends_nothing(fake_api, settings, task, plan, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    from stitch_lsp.agents.llm_key import KEYS
+    from stitch_lsp.coders.llm.key import KEYS
 
     KEYS.set_client_key(None)
     api = fake_api(Reply(reply()))
@@ -238,7 +238,7 @@ def test_no_key_is_a_clear_message_and_sends_nothing(fake_api, settings, task, p
 
 
 def test_bad_key_is_a_clear_message(fake_api, settings, task, plan):
-    from stitch_lsp.agents.llm_key import Secret
+    from stitch_lsp.coders.llm.key import Secret
 
     api = fake_api(Reply(reply()), api_key="sk-ant-the-real-one")
     outcome = make_coder(settings, Secret("sk-ant-wrong"), api, ScriptedVerifier()).run(task, plan)
@@ -293,8 +293,8 @@ def test_cancel_mid_stream_ends_the_job_promptly(fake_api, settings, key, task, 
 
 
 def test_the_format_example_in_the_system_prompt_is_itself_a_valid_clean_binding():
-    from stitch_lsp.agents.llm_prompt import KERNEL_FILE, loader_usage
-    from stitch_lsp.agents.llm_reply import check_module
+    from stitch_lsp.coders.llm.prompt import KERNEL_FILE, loader_usage
+    from stitch_lsp.coders.llm.reply import check_module
     from stitch_lsp.verify.anti_hacking import static_flags
 
     example = loader_usage()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from stitch_lsp.agents.llm_coder import LlmCoder
-from stitch_lsp.agents.llm_pricing import total_tokens
+from stitch_lsp.coders.llm.coder import LlmCoder
+from stitch_lsp.coders.llm.pricing import total_tokens
 from stitch_lsp.verdict import VerdictStatus
 
 from .candidates import GOOD_CUDA, reply

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stitch_lsp.agents.llm_reply import parse_reply
+from stitch_lsp.coders.llm.reply import parse_reply
 
 from .candidates import GOOD_CUDA, MODULE, reply
 

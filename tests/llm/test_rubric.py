@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from stitch_lsp.agents.llm_coder import LlmCoder
-from stitch_lsp.agents.llm_judge import JudgeError, parse_scores
-from stitch_lsp.agents.rubric import (
+from stitch_lsp.coders.llm.coder import LlmCoder
+from stitch_lsp.coders.llm.judge import JudgeError, parse_scores
+from stitch_lsp.verify.rubric import (
     ANTI_HACKING,
     CUDA_ENGINEERING,
     OPERATOR_COVERAGE,
@@ -63,7 +63,7 @@ def test_flagged_candidate_scores_1_and_is_never_offered(plan):
 def test_a_correct_verdict_that_the_static_checks_flag_becomes_hacking(monkeypatch):
     from stitch_lsp.verdict import HackFlag
 
-    monkeypatch.setattr("stitch_lsp.agents.rubric.static_flags",
+    monkeypatch.setattr("stitch_lsp.verify.rubric.static_flags",
                         lambda source: [HackFlag("HACK002", "try/except fallback to PyTorch", line=17)])
     scored = apply_rubric(correct(3.0), good())
     assert scored.status is VerdictStatus.HACKING and not passes(scored)

@@ -234,7 +234,7 @@ async def test_hover_never_stops_mid_sentence(tmp_path):
 def test_the_server_starts_without_the_fuse_pipeline():
     """Fast start: initialize and static diagnostics need no planner, Coders or Anthropic client."""
     code = ("import sys, stitch_lsp.lsp.server as s; s.create_server(); "
-            "bad = [m for m in ('anthropic', 'torch', 'stitch_lsp.agents.fuse_service', 'stitch_lsp.agents.planner') "
+            "bad = [m for m in ('anthropic', 'torch', 'stitch_lsp.fuse.service', 'stitch_lsp.plan.planner') "
             "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=server_env(), timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -8,8 +8,8 @@ import types
 import pytest
 import torch
 
-from stitch_lsp.verify import memory_plan as mp
-from stitch_lsp.verify.memory_plan import GiB, TaskSizes, plan_memory
+from stitch_lsp.contract import memory_plan as mp
+from stitch_lsp.contract.memory_plan import GiB, TaskSizes, plan_memory
 from stitch_lsp.worker.footprint import task_sizes
 
 # An H100 80GB as torch sees it: 79.2 GiB in all, about 78.6 free once the context is up.

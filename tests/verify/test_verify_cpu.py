@@ -192,7 +192,7 @@ def test_accuracy_against_float64_is_measured_beside_the_checks(verifier):
 
 
 def test_a_much_less_accurate_candidate_passes_with_a_rubric_warning(verifier):
-    from stitch_lsp.agents.rubric import apply_rubric, rubric_findings
+    from stitch_lsp.verify.rubric import apply_rubric, rubric_findings
     from stitch_lsp.findings import Severity
     from stitch_lsp.reports.kernel_card import verdict_section
     from stitch_lsp.verify.format import format_verdict
@@ -271,7 +271,7 @@ def test_nan_must_land_where_the_reference_puts_it_whatever_float64_says(verifie
 def test_the_float64_judgement_keeps_to_the_memory_plan(verifier):
     import types
 
-    from stitch_lsp.verify import memory_plan as mp
+    from stitch_lsp.contract import memory_plan as mp
     from stitch_lsp.worker.footprint import task_sizes
 
     ref = types.ModuleType("ref")

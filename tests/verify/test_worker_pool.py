@@ -161,7 +161,7 @@ def test_worker_never_loads_the_editor_layer(tmp_path):
 
 def test_missing_ncu_and_sanitizer_are_skipped_with_the_reason(tmp_path, monkeypatch):
     from stitch_lsp.verify import nsight
-    from stitch_lsp.verify.options import VerifyJob
+    from stitch_lsp.contract.verify import VerifyJob
 
     monkeypatch.setenv("PATH", str(tmp_path))  # neither tool is found
     job = VerifyJob(reference_path=str(tmp_path / "r.py"), candidate_path=str(tmp_path / "c.py"))

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
 
-from stitch_lsp.agents.llm_key import KEYS
-from stitch_lsp.agents.shapes import comment_block, comment_template, resolve
+from stitch_lsp.coders.llm.key import key_configured
+from stitch_lsp.task.shapes import comment_block, comment_template, resolve
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
 from stitch_lsp.jobs import JobSpec
@@ -30,8 +30,8 @@ from stitch_lsp.lsp.progress import job_queue
 from stitch_lsp.lsp.server import StitchServer
 
 if TYPE_CHECKING:
-    from stitch_lsp.agents.fuse_edit import FuseEdit
-    from stitch_lsp.agents.fuse_service import FuseOutcome
+    from stitch_lsp.fuse.edit import FuseEdit
+    from stitch_lsp.fuse.service import FuseOutcome
 
 # The pipeline (planner, Coders, the Anthropic client) is imported when a fuse job first runs: the
 # server answers `initialize` and publishes diagnostics without paying for it.
@@ -41,11 +41,6 @@ log = logging.getLogger(__name__)
 FUSE = "stitch.fuse"
 SOURCE = "fuse"
 ANNOTATION = "stitch-fuse"
-
-
-def key_configured() -> bool:
-    """Whether the server has an Anthropic key (the "with Claude" action is offered only then)."""
-    return KEYS.configured
 
 
 def _lines(rng: Range, text: str) -> tuple[int, int]:
@@ -138,8 +133,8 @@ class Fuser:
             rel = str(Path(path).resolve().relative_to(root.resolve()))
         except ValueError:
             rel = path
-        from stitch_lsp.agents.fuse_edit import names_for
-        from stitch_lsp.agents.fuse_region import prepare
+        from stitch_lsp.fuse.edit import names_for
+        from stitch_lsp.task.selection import prepare
 
         prepared = prepare(source, rel, start, end, settings)
         needs_record = prepared.task is None and bool(prepared.missing_shapes) and "def get_inputs" in source
@@ -156,12 +151,12 @@ class Fuser:
 
         def run(cancel, report) -> FuseOutcome | None:
             # Imported here, on the job's thread: the first fuse must not hold up the server's loop.
-            from stitch_lsp.agents.fuse_service import fuse_task
+            from stitch_lsp.fuse.service import fuse_task
 
             current = prepared
             if needs_record:
                 # Shape source 3 (trusted workspaces only): run the file's get_inputs() under the recorder.
-                from stitch_lsp.agents.shapes import record
+                from stitch_lsp.task.shapes import record
                 from stitch_lsp.cancellation import ProgressEvent
 
                 report(ProgressEvent("planning", "recording shapes: running the file's get_inputs()", 2))
@@ -222,7 +217,7 @@ class Fuser:
         if doc is None or doc.version != version:
             self._fail(uri, rng, "the document changed while the kernel was being made; nothing was applied")
             return
-        from stitch_lsp.agents.fuse_edit import build_edit
+        from stitch_lsp.fuse.edit import build_edit
         from stitch_lsp.reports.verdict_hints import generated_module_hints
 
         edit = build_edit(prepared.task, outcome.plan.graph, doc.source, outcome.edit_files, module_path, func,
@@ -255,7 +250,7 @@ class Fuser:
         """The edit the candidate would make, built as on a pass (no edit is offered): for reading."""
         if doc is None or outcome.plan is None or outcome.candidate is None or not outcome.task.origin_path:
             return ""
-        from stitch_lsp.agents.fuse_edit import build_edit, edit_files
+        from stitch_lsp.fuse.edit import build_edit, edit_files
 
         files = outcome.edit_files or edit_files(outcome, self.server.settings, module_path, func)
         edit = build_edit(prepared.task, outcome.plan.graph, doc.source, files, module_path, func,
@@ -265,7 +260,7 @@ class Fuser:
     def _tune_gemms(self, outcome: FuseOutcome, root: Path) -> None:
         """A background job: time the GEMM-family kernels' tiles on this GPU and cache the fastest
         (``.stitch/gemm_tiles.json``); fusing again uses them. The kernel just offered keeps its tiles."""
-        from stitch_lsp.agents.fuse_service import gemm_options, tune_gemm_tiles
+        from stitch_lsp.fuse.service import gemm_options, tune_gemm_tiles
 
         server = self.server
         graph = outcome.plan.graph if outcome.plan is not None else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from stitch_lsp.agents.llm_key import ENV_VAR, KEYS
+from stitch_lsp.coders.llm.key import ENV_VAR, KEYS
 from stitch_lsp.lsp.server import StitchServer
 
 SET_API_KEY = "stitch/setApiKey"

@@ -1,0 +1,891 @@
+"""Pull-model code generation: a node's value at an index, as CUDA statements.
+
+Every value is computed in fp32 at a linear index of its own (contiguous) shape.
+Views, broadcasts, slices, permutes and ``cat`` are index maps, so a whole chain
+of them costs index arithmetic, not memory traffic. Values are memoised by
+(node, index), so a value used twice is computed once and lives in a register.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable
+
+from attrs import define
+
+from stitch_lsp.plan import op_table, pooling
+from stitch_lsp.plan.reduction_domain import Domain, broadcasts_per_row
+from stitch_lsp.op_graph import OpNode
+
+# The index of an element the kernel walks (``e{chunk}_{lane}``), as the kernel writers declare it.
+_ELEMENT = re.compile(r"e\d+_\d+")
+
+
+class Unsupported(Exception):
+    """The group has a pattern the template Coder does not lower (it stays PyTorch)."""
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return strides
+
+
+def coords(ix: str, shape: tuple[int, ...]) -> list[str]:
+    """C expressions for each coordinate of linear index ``ix`` in ``shape``."""
+    strides = contiguous_strides(shape)
+    out = []
+    for d, (size, stride) in enumerate(zip(shape, strides)):
+        if size == 1:
+            out.append("0")
+            continue
+        expr = f"({ix})" if stride == 1 else f"(({ix}) / {stride}LL)"
+        if d > 0:
+            expr = f"({expr} % {size}LL)"
+        out.append(expr)
+    return out
+
+
+def linear(terms: list[tuple[str, int]], offset: int = 0) -> str:
+    parts = [f"{c} * {m}LL" if m != 1 else c for c, m in terms if m != 0 and c != "0"]
+    if offset:
+        parts.append(f"{offset}LL")
+    return "(" + " + ".join(parts) + ")" if parts else "0LL"
+
+
+def broadcast_index(ix: str, dst: tuple[int, ...], src: tuple[int, ...]) -> str:
+    """Index into ``src`` of the element at ``ix`` of ``dst`` that ``src`` broadcasts to."""
+    if tuple(src) == tuple(dst):
+        return ix
+    if math.prod(src) == 1:
+        return "0LL"
+    pad = len(dst) - len(src)
+    if pad < 0:
+        raise Unsupported(f"cannot broadcast {list(src)} to {list(dst)}")
+    full = (1,) * pad + tuple(src)
+    sstrides = contiguous_strides(full)
+    # Collapse: if src equals dst on a trailing block and is 1 elsewhere, it is a simple modulo.
+    c = coords(ix, dst)
+    terms = []
+    for d in range(len(dst)):
+        if full[d] == 1:
+            continue
+        if full[d] != dst[d]:
+            raise Unsupported(f"cannot broadcast {list(src)} to {list(dst)}")
+        terms.append((c[d], sstrides[d]))
+    # Trailing-suffix shortcut: src non-1 dims are exactly the last k dims of dst.
+    k = 0
+    while k < len(dst) and full[len(dst) - 1 - k] == dst[len(dst) - 1 - k] and full[len(dst) - 1 - k] != 1:
+        k += 1
+    if k and all(full[d] == 1 for d in range(len(dst) - k)):
+        return f"(({ix}) % {math.prod(dst[len(dst) - k:])}LL)"
+    return linear(terms)
+
+
+def is_row_broadcast(src: tuple[int, ...], dst: tuple[int, ...], row_len: int) -> bool:
+    """``src`` holds one value per row of ``dst`` (rows of ``row_len`` trailing elements)."""
+    pad = len(dst) - len(src)
+    if pad < 0:
+        return False
+    full = (1,) * pad + tuple(src)
+    n = 1
+    k = len(dst)
+    while k > 0 and n < row_len:
+        k -= 1
+        n *= dst[k]
+    if n != row_len:
+        return False
+    return all(full[d] == dst[d] for d in range(k)) and all(full[d] == 1 for d in range(k, len(dst)))
+
+
+@define(frozen=True)
+class Digit:
+    """One coordinate of an index, as C, with what is known of it.
+
+    ``0 <= value < bound``. ``origin`` = (root index, shape, dim) when the value is that coordinate of the
+    root index in that shape, less ``shift``: index maps chained through views and cat branches then
+    recombine into ``root + constant`` instead of re-deriving every coordinate with divisions.
+    """
+
+    expr: str
+    bound: int
+    origin: tuple[str, tuple[int, ...], int] | None = None
+    shift: int = 0
+
+
+@define
+class Staged:
+    """A pool's input span staged by its block: ``array[i]`` holds the input at position ``first * stride -
+    padding + i`` of the block's row (-inf or 0 outside the input); ``coords``: the output element's coordinates
+    as the thread holds them (``pos``: its position along the pooled dimension)."""
+
+    array: str
+    first: str
+    pos: str
+    coords: list[str]
+    length: int  # the input's size along the pooled dimension
+    exact: bool = False  # the staged values are already of the pool's dtype (a max returns one of them)
+
+
+class Emitter:
+    """Writes the statements that compute values of one fused group."""
+
+    def __init__(self, index: dict[str, OpNode], members: set[str], leaf_name: Callable[[str], str]) -> None:
+        self.index = index
+        self.members = members
+        self.leaf_name = leaf_name  # group input -> kernel parameter name
+        self.lines: list[str] = []
+        self.memo: dict[tuple[str, str], str] = {}
+        self.counter = 0
+        self.indent = "    "
+        # Row-kernel context: values per row (reductions and what derives from them).
+        self.row_len = 0
+        self.row_domain: Domain | None = None  # where rows are not the last dims: how elements map to rows
+        self.row_values: dict[str, str] = {}
+        self.row_nodes: set[str] = set()
+        # Vector loads: (leaf, index var) -> (chunk base expr, lane) filled by the kernel writer.
+        self.vector_hint: Callable[[str, str], str | None] = lambda leaf, ix: None
+        self.var_defs: dict[str, str] = {}  # index variables and the expressions they name
+        self.depth = 0  # > 0 inside a branch of cat: nothing loaded there outlives it
+        self.stored_only: set[str] = set()  # values only stored: the store rounds them already
+        # Pointwise kernels turn on the cheaper forms (op_table.FAST_POINTWISE and the activation patterns
+        # below); values in ``exact`` (they feed a comparison or rounding) keep eager's exact forms.
+        self.fast_math = False
+        # fp32 products as stitch_mul (rounded, never fused into an FMA): kernels that recompute a value in
+        # several passes (reductions) get the same bits each time.
+        self.round_products = False
+        self.half_outputs = False  # every output of the kernel is fp16 / bf16
+        self.exact: set[str] = set()
+        self.exact_in: dict[str, str] = {}  # value var -> the half dtype it already holds exactly
+        # Cat branches that every lane of a chunk takes together: (ix) -> the other lanes' indices, or None.
+        self.chunk_lanes: Callable[[str], list[str] | None] = lambda ix: None
+        self.uniform_depth = 0  # how many of the enclosing cat branches are taken by a whole chunk
+        self.save_loads: Callable[[], Any] = lambda: None
+        # Index variables made from coordinates: var -> ((digit, stride), ...), offset (see Digit).
+        self.forms: dict[str, tuple[tuple[tuple[Digit, int], ...], int]] = {}
+        self.restore_loads: Callable[[Any], None] = lambda state: None
+        # A pool whose block stages its input span in shared memory (kernels.staged_window_kernel):
+        # pool node name -> the stage (see Staged); its window is read from there.
+        self.staged: dict[str, "Staged"] = {}
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append(self.indent + line)
+
+    # -- values ---------------------------------------------------------------
+
+    def value(self, name: str, ix: str) -> str:
+        key = (name, ix)
+        if key in self.memo:
+            return self.memo[key]
+        if name in self.row_nodes and ix != "row":
+            raise Unsupported(f"{name} is a per-row value used at a per-element index")
+        if name in self.row_values and ix == "row":
+            return self.row_values[name]
+        node = self.index[name]
+        if name not in self.members:
+            out = self._load(name, node, ix)
+            if node.dtype in ("bfloat16", "float16"):
+                self.exact_in[out] = node.dtype
+        else:
+            out = self._compute(node, ix)
+        self.memo[key] = out
+        return out
+
+    def _load(self, name: str, node: OpNode, ix: str) -> str:
+        hinted = self.vector_hint(name, ix)
+        if hinted is not None:
+            return hinted
+        var = self.fresh()
+        self.emit(f"const float {var} = stitch_ld({self.leaf_name(name)}, {ix});")
+        return var
+
+    def operand(self, node: OpNode, arg: Any, ix: str) -> str:
+        if isinstance(arg, dict) and "$" in arg:
+            src = self.index[arg["$"]]
+            if ix == "row":
+                if src.name in self.row_nodes or (src.name in self.row_values):
+                    return self.value(src.name, "row")
+                return self.value(src.name, broadcast_index("row", node.shape, src.shape))
+            if src.name in self.row_nodes:
+                if self.row_domain is not None:
+                    per_row = broadcasts_per_row(tuple(src.shape), tuple(node.shape), self.row_domain)
+                else:
+                    per_row = is_row_broadcast(src.shape, node.shape, self.row_len)
+                if not per_row:
+                    raise Unsupported(f"{src.name} {list(src.shape)} does not broadcast per row into {list(node.shape)}")
+                if not _ELEMENT.fullmatch(ix):
+                    # Reached through a permute, a slice or a broadcast: the element may lie in another row.
+                    raise Unsupported(f"{src.name} is a per-row value read at another element's index")
+                return self.value(src.name, "row")
+            return self.value(src.name, broadcast_index(ix, node.shape, src.shape))
+        if isinstance(arg, bool):
+            return "1.f" if arg else "0.f"
+        if isinstance(arg, (int, float)):
+            return op_table.c_float(arg)
+        raise Unsupported(f"{op_table.short(node.op)} has an operand of an unsupported kind")
+
+    def _compute(self, node: OpNode, ix: str) -> str:
+        kind = op_table.classify(node.op, node.dtype)
+        args = node.args
+        if kind == "creation":
+            return self._creation(node, ix)
+        if kind == "pointwise":
+            fast = self.fast_math and node.name not in self.exact
+            if fast and node.dtype == "float32":
+                var = self._activation(node, ix)
+                if var is not None:
+                    return var
+            count = op_table.OPERAND_COUNT.get(node.op, len(args))
+            template = None
+            if fast and node.op in op_table.FAST_POINTWISE:
+                template = op_table.FAST_POINTWISE[node.op](args, node.kwargs, self.half_outputs)
+            if template is None:
+                template = op_table.POINTWISE[node.op](args, node.kwargs)
+            if self.round_products and node.dtype == "float32" and node.op in ("aten.mul.Tensor", "aten.mul.Scalar"):
+                template = "stitch_mul({a}, {b})"
+            operands = [self.operand(node, a, ix) for a in args[:count]]
+            names = dict(zip("abc", operands))
+            if node.op == "aten.fill.Scalar":
+                names = {}
+            expr = template.format(**names)
+            held = False
+            if node.dtype == "bool":
+                expr = f"(({expr}) != 0.f ? 1.f : 0.f)"
+            elif node.dtype in ("int64", "int32"):
+                expr = f"truncf({expr})"  # an integer result (x.long()): its fraction dropped, as eager drops it
+            elif node.dtype in ("bfloat16", "float16") and self._selects_exact(node, operands):
+                held = True  # one of its operands, already a value of this dtype: rounding would not change it
+            elif node.name not in self.stored_only:
+                # Eager PyTorch rounds every half-precision op's result; so do we, to give its answers.
+                expr = _round_to(expr, node.dtype)
+                held = node.dtype in ("bfloat16", "float16")
+            if held and expr.replace("_", "").isalnum():
+                self.exact_in[expr] = node.dtype
+                return expr
+            var = self.fresh()
+            self.emit(f"const float {var} = {expr};")
+            if held:
+                self.exact_in[var] = node.dtype
+            return var
+        if kind == "view":
+            return self._view(node, ix)
+        if kind == "window":
+            return self._window(node, ix)
+        if kind == "reduction":
+            raise Unsupported(f"{op_table.short(node.op)} used where its row value is not ready")
+        raise Unsupported(f"{op_table.short(node.op)} is not fused by the template Coder")
+
+    def _creation(self, node: OpNode, ix: str) -> str:
+        """A constant, or (arange) a function of the element's own index."""
+        op, args = node.op, node.args
+        if op.startswith("aten.arange."):
+            start, step = 0, 1
+            if op == "aten.arange.start":
+                start = args[0]
+            elif op == "aten.arange.start_step":
+                start, step = args[0], (args[2] if len(args) > 2 else 1)
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, step)):
+                raise Unsupported("arange with bounds that are not numbers")
+            term = f"(float)({ix})" if step == 1 else f"(float)({ix}) * {op_table.c_float(step)}"
+            value = f"({op_table.c_float(start)} + {term})" if start else f"({term})"
+            if ix == "row":
+                raise Unsupported("arange as a per-row value")
+            var = self.fresh()
+            self.emit(f"const float {var} = {value};")
+            return var
+        if op in ("aten.zeros.default", "aten.zeros_like.default") or op in op_table.EMPTY_OPS:
+            return "0.f"  # an empty tensor's values are whatever memory held: only its shape is ever used
+        if op in ("aten.ones.default", "aten.ones_like.default"):
+            return "1.f"
+        value = args[0] if op == "aten.scalar_tensor.default" else args[1]
+        return op_table.c_float(value)
+
+    def _selects_exact(self, node: OpNode, operands: list[str]) -> bool:
+        positions = op_table.SELECTING_OPS.get(node.op)
+        if positions is None:
+            return False
+        for p in positions:
+            if p >= len(node.args):
+                return False
+            arg = node.args[p]
+            if isinstance(arg, dict):
+                if p >= len(operands) or self.exact_in.get(operands[p]) != node.dtype:
+                    return False
+            elif not op_table.representable(arg, node.dtype):
+                return False
+        for p in op_table.SELECTING_CONSTANTS.get(node.op, ()):
+            value = node.args[p] if p < len(node.args) else None
+            if value is not None and not op_table.representable(value, node.dtype):
+                return False
+        return True
+
+    # -- activation patterns ---------------------------------------------------
+
+    def _member(self, arg: Any, op: str | tuple[str, ...] | None = None) -> OpNode | None:
+        if not (isinstance(arg, dict) and "$" in arg) or arg["$"] not in self.members:
+            return None
+        node = self.index[arg["$"]]
+        if op is not None and node.op not in ((op,) if isinstance(op, str) else op):
+            return None
+        return node
+
+    def softplus_parts(self, where: OpNode) -> tuple[str, str, float, float, str] | None:
+        """``where(z > th, x, log1p(exp(z)) / beta)`` with ``z = x * beta``: softplus as aten decomposes it.
+
+        Returns (z, x, beta, threshold, name of the gt node); the intermediates are fp32 members of the
+        group with the where's shape (no rounding or broadcasting inside).
+        """
+        if where.op != "aten.where.self" or len(where.args) < 3 or where.dtype != "float32":
+            return None
+        gt = self._member(where.args[0], "aten.gt.Scalar")
+        low = self._member(where.args[2])
+        if gt is None or low is None or not isinstance(where.args[1], dict):
+            return None
+        th = gt.args[1] if len(gt.args) > 1 else None
+        if isinstance(th, bool) or not isinstance(th, (int, float)) or not isinstance(gt.args[0], dict):
+            return None
+        z = gt.args[0]["$"]
+        x = where.args[1]["$"]
+        beta = 1.0
+        if low.op in ("aten.div.Tensor", "aten.div.Scalar"):
+            b = low.args[1] if len(low.args) > 1 else None
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or not b or not math.isfinite(b):
+                return None
+            beta = float(b)
+            low = self._member(low.args[0]) if low.dtype == "float32" else None
+            if low is None:
+                return None
+        if low.op != "aten.log1p.default" or low.dtype != "float32":
+            return None
+        exp = self._member(low.args[0], "aten.exp.default")
+        if exp is None or exp.dtype != "float32" or exp.args[0] != {"$": z}:
+            return None
+        if beta != 1.0:
+            mul = self._member({"$": z}, "aten.mul.Tensor")
+            if mul is None or mul.dtype != "float32" or mul.args != [{"$": x}, beta]:
+                return None
+        elif x != z:
+            return None
+        shapes = {tuple(self.index[n].shape) for n in (z, x, gt.name, exp.name, low.name)}
+        if shapes != {tuple(where.shape)}:
+            return None
+        return z, x, beta, float(th), gt.name
+
+    def _activation(self, node: OpNode, ix: str) -> str | None:
+        """Softplus and Mish's tanh(softplus) as one expression each instead of aten's op-by-op decomposition."""
+        if node.op == "aten.where.self":
+            parts = self.softplus_parts(node)
+            if parts is None:
+                return None
+            z, x, beta, th, _ = parts
+            zv, xv = self.value(z, ix), self.value(x, ix)
+            if th > 80.0:
+                return None  # 1 + e^z would overflow below the threshold
+            # log(1 + e^z) for z <= th: within 4e-7 + 1.5e-6 absolute of log1p(exp(z)) (approximate log of an
+            # argument >= 1, exp good to a few ulps); z = +Inf / NaN keep eager's answers through the select.
+            exp = "stitch_exp_fast" if self.half_outputs else "expf"
+            core = f"__logf(1.f + {exp}({zv}))"
+            if beta != 1.0:
+                core = f"({core} * {op_table.c_float(1.0 / beta)})"
+            var = self.fresh()
+            self.emit(f"const float {var} = ({zv} > {op_table.c_float(th)} ? {xv} : {core});")
+            return var
+        if node.op == "aten.tanh.default":
+            inner = self._member(node.args[0], "aten.where.self")
+            parts = self.softplus_parts(inner) if inner is not None else None
+            # tanh(z) rounds to 1.f for z >= 10, so above a threshold that high the select returns 1.
+            if parts is None or parts[2] != 1.0 or parts[3] < 10.0 or node.shape != inner.shape:
+                return None
+            z = parts[0]
+            zv = self.value(z, ix)
+            # tanh(log1p(e^z)) = n / (n + 2) with n = e^z (e^z + 2): no log, no tanh, no cancellation; z is
+            # clamped at 20 (the ratio is 1.f there) so n cannot overflow; NaN passes through the clamp.
+            e, n = self.fresh(), self.fresh()
+            exp, div = ("stitch_exp_fast", "stitch_div_fast") if self.half_outputs else ("expf", "__fdividef")
+            self.emit(f"const float {e} = {exp}({zv} > 20.f ? 20.f : {zv});")
+            self.emit(f"const float {n} = {e} * ({e} + 2.f);")
+            var = self.fresh()
+            self.emit(f"const float {var} = ({zv} > {op_table.c_float(parts[3])} ? 1.f : {div}({n}, {n} + 2.f));")
+            return var
+        return None
+
+    def _view(self, node: OpNode, ix: str) -> str:
+        op = node.op
+        args = node.args
+        src_name = args[0]["$"] if op != "aten.cat.default" else None
+        if op == "aten.cat.default":
+            return self._cat(node, ix)
+        src = self.index[src_name]
+        if ix == "row":
+            if src.numel == node.numel and op not in ("aten.permute.default", "aten.t.default", "aten.flip.default",
+                                                       "aten.transpose.int", "aten.expand.default"):
+                return self.value(src_name, "row")
+            raise Unsupported(f"{op_table.short(op)} of a per-row value")
+        if op == "aten.expand.default":
+            return self.value(src_name, broadcast_index(ix, node.shape, src.shape))
+        if op in ("aten.permute.default", "aten.t.default", "aten.transpose.int"):
+            rank = len(src.shape)
+            if op == "aten.t.default":
+                perm = [1, 0] if rank == 2 else [0]
+            elif op == "aten.transpose.int":
+                a, b = args[1] % rank, args[2] % rank
+                perm = list(range(rank))
+                perm[a], perm[b] = perm[b], perm[a]
+            else:
+                perm = [p % rank for p in args[1]]
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            return self.value(src_name, self._index([(c[d], sstr[perm[d]]) for d in range(rank)]))
+        if op == "aten.slice.Tensor":
+            rank = len(src.shape)
+            dim = (args[1] if len(args) > 1 else 0) % rank
+            start = args[2] if len(args) > 2 and args[2] is not None else 0
+            step = args[4] if len(args) > 4 else 1
+            if start < 0:
+                start += src.shape[dim]
+            start = max(0, min(start, src.shape[dim]))
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            if step != 1:
+                c[dim] = Digit(f"({c[dim].expr} * {step}LL)", (c[dim].bound - 1) * step + 1)
+            return self.value(src_name, self._index([(c[d], sstr[d]) for d in range(rank)], start * sstr[dim]))
+        if op == "aten.repeat.default":
+            reps = list(args[1])
+            full = (1,) * (len(node.shape) - len(src.shape)) + tuple(src.shape)
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(full)
+            terms = [(Digit(f"({c[d].expr} % {full[d]}LL)" if full[d] != node.shape[d] else c[d].expr, full[d]), sstr[d])
+                     for d in range(len(node.shape)) if full[d] > 1]
+            return self.value(src_name, self._index(terms))
+        if op == "aten.index.Tensor":
+            return self._gather(node, src, ix)
+        if op == "aten.flip.default":
+            rank = len(src.shape)
+            flipped = {d % rank for d in args[1]}
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            terms = [(Digit(f"({node.shape[d] - 1}LL - {c[d].expr})", node.shape[d]) if d in flipped and node.shape[d] > 1
+                      else c[d], sstr[d]) for d in range(rank)]
+            return self.value(src_name, self._index(terms))
+        if op == "aten.select.int":
+            rank = len(src.shape)
+            dim = args[1] % rank
+            pos = args[2] % src.shape[dim]
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            terms = [(c[d if d < dim else d - 1], sstr[d]) for d in range(rank) if d != dim]
+            return self.value(src_name, self._index(terms, pos * sstr[dim]))
+        # Same elements, same order: view / reshape / unsqueeze / squeeze / alias / clone / detach.
+        if src.numel != node.numel:
+            raise Unsupported(f"{op_table.short(op)} changes the element count")
+        return self.value(src_name, ix)
+
+    def _window(self, node: OpNode, ix: str) -> str:
+        """Max / average pooling at output element ``ix``: a loop over its window (unrolled: the window is a
+        constant), as aten's CUDA kernels walk it (rows before columns, padding skipped)."""
+        if ix == "row":
+            raise Unsupported("pooling as a per-row value")
+        win = pooling.window_of(node.op, node.args, node.kwargs)
+        if node.name in self.staged:
+            return self._staged_window(node, win, ix)
+        src = self.index[node.args[0]["$"]]
+        rank, nd = len(node.shape), win.dims
+        if len(src.shape) != rank or rank < nd:
+            raise Unsupported(f"{op_table.short(node.op)} of a {len(src.shape)}-d input")
+        lead = rank - nd
+        c = self._coords(ix, node.shape)
+        sstr = contiguous_strides(src.shape)
+        base = self._as_var(linear([(c[d].expr, sstr[d]) for d in range(lead)]))
+        starts = []
+        for j in range(nd):
+            o = c[lead + j].expr
+            s, p = win.stride[j], win.padding[j]
+            # Coordinates fit an int whatever the tensor's size: only the element index needs 64 bits.
+            start = self.fresh("s")
+            self.emit(f"const int {start} = (int){o}{f' * {s}' if s != 1 else ''}{f' - {p}' if p else ''};")
+            starts.append(start)
+        acc = self.fresh("w")
+        self.emit(f"float {acc} = {op_table.c_float('-inf') if win.how == 'max' else '0.f'};")
+        sizes = [src.shape[lead + j] for j in range(nd)]
+        checked = [j for j in range(nd) if win.padding[j] or win.kernel[j] > 1]
+        edge_dims = _rare_edges(win, sizes, node.shape[lead:])
+        split = " && ".join(f"{starts[j]} >= 0 && {starts[j]} + {(win.kernel[j] - 1) * win.dilation[j]} < {sizes[j]}"
+                            for j in edge_dims)
+        if split:
+            # Most warps hold only windows wholly inside the input: for them the same loop runs unchecked (the
+            # same elements in the same order), behind one test of the window's ends.
+            self.emit(f"if ({split}) {{")
+            self.indent += "  "
+            self._window_loop(win, src, base, starts, sstr, lead, acc, checked=())
+            self.indent = self.indent[:-2]
+            self.emit("} else {")
+            self.indent += "  "
+        value = self._window_loop(win, src, base, starts, sstr, lead, acc, checked=checked)
+        if split:
+            self.indent = self.indent[:-2]
+            self.emit("}")
+        if win.how == "avg":
+            acc = self._window_mean(acc, win, starts, sizes, node.shape[lead:])
+        if node.dtype in ("bfloat16", "float16") and win.how == "avg" and node.name not in self.stored_only:
+            var = self.fresh()
+            self.emit(f"const float {var} = {_round_to(acc, node.dtype)};")
+            acc = var
+        if win.how == "max" and self.exact_in.get(value) == node.dtype:
+            self.exact_in[acc] = node.dtype  # one of the inputs' values (or -inf): already of the output's dtype
+        return acc
+
+    def _staged_window(self, node: OpNode, win: pooling.Window, ix: str) -> str:
+        """The window of the output the thread holds, read from the block's stage: the same elements in the
+        same order as ``_window_loop``, padding as -inf (max) or 0 (sum), which leaves the result as skipping it."""
+        st = self.staged[node.name]
+        c = self._coords(ix, node.shape)
+        if [g.expr for g in c] != st.coords:
+            raise Unsupported("a staged pool read at another element than the one its thread holds")
+        k, s, d, p = win.kernel[-1], win.stride[-1], win.dilation[-1], win.padding[-1]
+        acc = self.fresh("w")
+        self.emit(f"float {acc} = {op_table.c_float('-inf') if win.how == 'max' else '0.f'};")
+        kv = self.fresh("k")
+        local = f"({st.pos} - {st.first})" + (f" * {s}" if s != 1 else "")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {kv} = 0; {kv} < {k}; ++{kv}) {{")
+        value = f"{st.array}[{local} + {kv}{f' * {d}' if d != 1 else ''}]"
+        self.emit(f"  {acc} = stitch_max_nan({acc}, {value});" if win.how == "max" else f"  {acc} += {value};")
+        self.emit("}")
+        if win.how == "avg":
+            start = self.fresh("s")
+            self.emit(f"const int {start} = {st.pos}{f' * {s}' if s != 1 else ''}{f' - {p}' if p else ''};")
+            trivial = pooling.Window(how="avg", kernel=(k,), stride=(s,), padding=(p,), dilation=(d,),
+                                     count_include_pad=win.count_include_pad, divisor_override=win.divisor_override)
+            acc = self._window_mean(acc, trivial, [start], [st.length], node.shape[-1:])
+        if node.dtype in ("bfloat16", "float16") and win.how == "avg" and node.name not in self.stored_only:
+            var = self.fresh()
+            self.emit(f"const float {var} = {_round_to(acc, node.dtype)};")
+            acc = var
+        if win.how == "max" and st.exact:
+            self.exact_in[acc] = node.dtype  # one of the inputs' values (or -inf): already of the output's dtype
+        return acc
+
+    def _window_loop(self, win: pooling.Window, src: OpNode, base: str, starts: list[str], sstr, lead: int,
+                     acc: str, checked) -> str:
+        """The window's elements folded into ``acc``, rows before columns; along the dims in ``checked``,
+        elements outside the input skipped. Returns the loaded value's expression (its dtype tells whether a
+        max stays exact)."""
+        nd = win.dims
+        saved_memo, saved_loads = dict(self.memo), self.save_loads()
+        old_indent = self.indent
+        self.depth += 1
+        terms = []
+        closing = 0
+        for j in range(nd):
+            size, k, dil = src.shape[lead + j], win.kernel[j], win.dilation[j]
+            pos = self.fresh("h")
+            if k == 1:
+                self.emit(f"{{ const int {pos} = {starts[j]};")
+            else:
+                kv = self.fresh("k")
+                self.emit("#pragma unroll")
+                self.emit(f"for (int {kv} = 0; {kv} < {k}; ++{kv}) {{")
+                self.emit(f"  const int {pos} = {starts[j]} + {kv}{f' * {dil}' if dil != 1 else ''};")
+            self.indent += "  "
+            closing += 1
+            if j in checked:
+                self.emit(f"if ({pos} >= 0 && {pos} < {size}) {{")
+                self.indent += "  "
+                closing += 1
+            terms.append((pos, sstr[lead + j]))
+        element = self._as_var(linear([(base, 1)] + terms))
+        value = self.value(src.name, element)
+        if win.how == "max":
+            self.emit(f"{acc} = stitch_max_nan({acc}, {value});")
+        else:
+            self.emit(f"{acc} += {value};")
+        self.indent = old_indent
+        self.emit("}" * closing)
+        self.depth -= 1
+        self.memo = saved_memo
+        self.restore_loads(saved_loads)
+        return value
+
+    def _window_mean(self, total: str, win: pooling.Window, starts: list[str], sizes: list[int],
+                     outs: tuple[int, ...]) -> str:
+        """``total`` divided as aten divides: by the override, else by the window's elements inside the padded
+        input (``count_include_pad``) or inside the input. A dimension whose every window lies inside (the
+        padded input) counts its kernel size, a constant."""
+        if win.divisor_override:
+            divisor = str(win.divisor_override)
+        else:
+            fixed, counts = 1, []
+            for start, size, out, k, s, p in zip(starts, sizes, outs, win.kernel, win.stride, win.padding):
+                last_end = (out - 1) * s - p + k  # where the last window ends
+                if last_end <= size + p and (win.count_include_pad or (p == 0 and last_end <= size)):
+                    fixed *= k
+                    continue
+                end = self.fresh("t")
+                self.emit(f"const int {end} = {start} + {k} < {size + p} ? {start} + {k} : {size + p};")
+                if win.count_include_pad:
+                    counts.append(f"({end} - {start})")
+                else:
+                    counts.append(f"(({end} < {size} ? {end} : {size}) - ({start} > 0 ? {start} : 0))")
+            divisor = " * ".join(([str(fixed)] if fixed != 1 or not counts else []) + counts)
+        var = self.fresh()
+        self.emit(f"const float {var} = {total} / (float)({divisor});")
+        return var
+
+    def _gather(self, node: OpNode, src: OpNode, ix: str) -> str:
+        """``x[..., i, j, ...]`` with index tensors on neighbouring dims (nearest upsampling's, say): the
+        element's coordinates there are the index tensors' values at its position in their broadcast shape."""
+        idx = node.args[1]
+        dims = [k for k, t in enumerate(idx) if t is not None]
+        if not dims or dims != list(range(dims[0], dims[-1] + 1)):
+            raise Unsupported("indexing with tensors on dimensions that are not neighbours")
+        first = dims[0]
+        nb = len(node.shape) - len(src.shape) + len(dims)  # dims of the index tensors' broadcast shape
+        bshape = tuple(node.shape[first:first + nb])
+        c = self._coords(ix, node.shape)
+        bstr = contiguous_strides(bshape)
+        b_ix = self._index([(c[first + d], bstr[d]) for d in range(nb)])
+        picked = []
+        for k in dims:
+            t = self.index[idx[k]["$"]]
+            if t.dtype not in ("int64", "int32"):
+                raise Unsupported("indexing with a boolean mask")
+            v = self.value(t.name, broadcast_index(b_ix, bshape, tuple(t.shape)))
+            size = src.shape[k]
+            var = self.fresh("i")
+            # An index below zero counts from the end, as in eager.
+            self.emit(f"const long long {var} = (long long)({v}) < 0 ? (long long)({v}) + {size}LL : (long long)({v});")
+            picked.append(Digit(var, size))
+        coords = c[:first] + picked + c[first + nb:]
+        sstr = contiguous_strides(src.shape)
+        return self.value(src.name, self._index([(coords[d], sstr[d]) for d in range(len(src.shape))]))
+
+    def _as_var(self, expr: str) -> str:
+        if expr.replace("_", "").isalnum():
+            return expr
+        var = self.fresh("i")
+        self.emit(f"const long long {var} = {expr};")
+        self.var_defs[var] = expr
+        return var
+
+    def _coords(self, ix: str, shape: tuple[int, ...]) -> list[Digit]:
+        """The coordinates of ``ix`` in ``shape``; taken from ``ix``'s own digits when they line up."""
+        form = self.forms.get(ix)
+        if form is not None:
+            aligned = _align(form, tuple(shape))
+            if aligned is not None:
+                return aligned
+        c = coords(ix, shape)
+        return [Digit(c[d], shape[d], (ix, tuple(shape), d) if shape[d] > 1 else None) for d in range(len(shape))]
+
+    def _index(self, terms: list[tuple[Digit, int]], offset: int = 0) -> str:
+        """An index variable for sum(digit * stride) + offset: ``root + k`` when the digits are all of one root."""
+        live = [(g, st) for g, st in terms if st != 0 and g.expr != "0"]
+        expr = None
+        origins = {g.origin[:2] if g.origin else None for g, _ in live}
+        if live and len(origins) == 1 and None not in origins:
+            (root, shape), = origins
+            sstr = contiguous_strides(shape)
+            dims = sorted(g.origin[2] for g, _ in live)
+            if dims == [d for d in range(len(shape)) if shape[d] > 1] and all(
+                    st == sstr[g.origin[2]] for g, st in live):
+                k = offset - sum(g.shift * st for g, st in live)
+                expr = root if k == 0 else (f"({root} + {k}LL)" if k > 0 else f"({root} - {-k}LL)")
+        if expr is None:
+            expr = linear([(g.expr, st) for g, st in terms], offset)
+        var = self._as_var(expr)
+        if var != expr:
+            self.forms[var] = (tuple(terms), offset)
+        return var
+
+    def expand(self, ix: str) -> str:
+        """``ix`` with the index variables it names written out."""
+        for _ in range(8):
+            new = re.sub(r"\bi\d+\b", lambda m: f"({self.var_defs[m.group(0)]})" if m.group(0) in self.var_defs
+                         else m.group(0), ix)
+            if new == ix:
+                break
+            ix = new
+        return ix
+
+    def mark_exact(self) -> None:
+        """``exact``: members whose value feeds a comparison, a rounding or an integer result in the group.
+
+        Softplus's own threshold test is not one when the threshold is 15 or more: the two sides of the
+        select meet there to within log1p(e^-15) = 3e-7, so a last-ulp flip of the test cannot show."""
+        continuous = set()
+        for n in self.members:
+            parts = self.softplus_parts(self.index[n])
+            if parts is not None and parts[3] >= 15.0:
+                continuous.add(parts[4])
+        todo = [n for n in self.members if n not in continuous and (
+                self.index[n].op in op_table.DISCRETE_OPS or self.index[n].dtype not in op_table.FLOAT_DTYPES)]
+        exact: set[str] = set()
+        while todo:
+            n = todo.pop()
+            for r in self.index[n].refs():
+                if r in self.members and r not in exact:
+                    exact.add(r)
+                    todo.append(r)
+        self.exact = exact
+
+    def _cat(self, node: OpNode, ix: str) -> str:
+        tensors = [self.index[a["$"]] for a in node.args[0]]
+        rank = len(node.shape)
+        dim = (node.args[1] if len(node.args) > 1 else 0) % rank
+        lanes = self.chunk_lanes(ix) if self.depth == self.uniform_depth else None
+        if lanes and _chunk_stays_in_one_input(node.shape, dim, [t.shape for t in tensors], len(lanes)):
+            return self._cat_chunk(node, ix, lanes, tensors, dim)
+        c = self._coords(ix, node.shape)
+        out = self.fresh()
+        self.emit(f"float {out};")
+        start = 0
+        saved_memo = dict(self.memo)
+        held = node.dtype in ("bfloat16", "float16")
+        for k, t in enumerate(tensors):
+            size = t.shape[dim] if len(t.shape) == rank else 0
+            if size == 0:
+                continue
+            end = start + size
+            cond = f"{c[dim].expr} < {end}LL" if k < len(tensors) - 1 else ""
+            self.emit(("if (" + cond + ") {") if k == 0 else ("} else if (" + cond + ") {" if cond else "} else {"))
+            old = self.indent
+            self.indent += "  "
+            self.depth += 1
+            sstr = contiguous_strides(t.shape)
+            sub_ix = self._index([(_in_branch(c[d], start, size) if d == dim else c[d], sstr[d]) for d in range(rank)])
+            val = self.value(t.name, sub_ix)
+            held = held and self.exact_in.get(val) == node.dtype
+            self.emit(f"{out} = {val};")
+            self.indent = old
+            self.depth -= 1
+            self.memo = dict(saved_memo)
+            start = end
+        self.emit("}")
+        if held:
+            self.exact_in[out] = node.dtype
+        return out
+
+    def _cat_chunk(self, node: OpNode, ix: str, lanes: list[str], tensors: list[OpNode], dim: int) -> str:
+        """A cat where a whole chunk takes one branch: one test per chunk, and the branch's loads stay vectors."""
+        rank = len(node.shape)
+        c0 = self._coords(lanes[0], node.shape)
+        outs = [self.fresh() for _ in lanes]
+        self.emit(f"float {', '.join(outs)};")
+        saved_memo, saved_loads = dict(self.memo), self.save_loads()
+        held = node.dtype in ("bfloat16", "float16")  # every branch gives values of the cat's own dtype
+        start = 0
+        live = [t for t in tensors if len(t.shape) == rank and t.shape[dim]]
+        for k, t in enumerate(live):
+            end = start + t.shape[dim]
+            cond = f"{c0[dim].expr} < {end}LL" if k < len(live) - 1 else ""
+            self.emit(("if (" + cond + ") {") if k == 0 else ("} else if (" + cond + ") {" if cond else "} else {"))
+            old = self.indent
+            self.indent += "  "
+            self.depth += 1
+            self.uniform_depth += 1
+            sstr = contiguous_strides(t.shape)
+            for out, lane in zip(outs, lanes):
+                c = self._coords(lane, node.shape)
+                size = t.shape[dim]
+                val = self.value(t.name, self._index(
+                    [(_in_branch(c[d], start, size) if d == dim else c[d], sstr[d]) for d in range(rank)]))
+                held = held and self.exact_in.get(val) == node.dtype
+                self.emit(f"{out} = {val};")
+            self.indent = old
+            self.depth -= 1
+            self.uniform_depth -= 1
+            self.memo = dict(saved_memo)
+            self.restore_loads(saved_loads)
+            start = end
+        self.emit("}")
+        for out, lane in zip(outs, lanes):
+            self.memo[(node.name, lane)] = out
+            if held:
+                self.exact_in[out] = node.dtype
+        return outs[lanes.index(ix)]
+
+
+def _in_branch(c: Digit, start: int, size: int) -> Digit:
+    """The cat coordinate ``c`` inside the branch of the input at ``start``: ``c - start``, in [0, size)."""
+    if not start:
+        return Digit(c.expr, size, c.origin, c.shift)
+    return Digit(f"({c.expr} - {start}LL)", size, c.origin, c.shift + start)
+
+
+def _align(form: tuple[tuple[tuple[Digit, int], ...], int], shape: tuple[int, ...]) -> list[Digit] | None:
+    """Coordinates in ``shape`` of sum(digit * stride) + offset when every digit sits on one dimension's
+    stride and stays inside it (with that dimension's share of the offset): then they are the digits."""
+    terms, offset = form
+    strides = contiguous_strides(shape)
+    if offset < 0 or offset >= math.prod(shape):
+        return None
+    extra = [(offset // strides[j]) % shape[j] for j in range(len(shape))]
+    if sum(o * st for o, st in zip(extra, strides)) != offset:
+        return None
+    out: list[Digit | None] = [None] * len(shape)
+    for g, st in terms:
+        if st == 0 or g.expr == "0":
+            continue
+        dims = [j for j in range(len(shape)) if strides[j] == st and shape[j] > 1]
+        if len(dims) != 1 or out[dims[0]] is not None or g.bound + extra[dims[0]] > shape[dims[0]]:
+            return None
+        out[dims[0]] = g
+    result = []
+    for j, g in enumerate(out):
+        o = extra[j]
+        if g is None:
+            result.append(Digit(str(o), o + 1))
+        elif o:
+            result.append(Digit(f"({g.expr} + {o}LL)", g.bound + o, g.origin, g.shift - o))
+        else:
+            result.append(g)
+    return result
+
+
+def _chunk_stays_in_one_input(shape: tuple[int, ...], dim: int, parts: list[tuple[int, ...]], vec: int) -> bool:
+    """Every aligned run of ``vec`` elements of the cat lies inside one input, at consecutive positions there."""
+    inner = math.prod(shape[dim + 1:])
+    if (shape[dim] * inner) % vec:
+        return False
+    start = 0
+    for p in parts:
+        size = p[dim] if len(p) == len(shape) else 0
+        if (start * inner) % vec:
+            return False
+        start += size
+    return True
+
+
+def _round_to(expr: str, dtype: str) -> str:
+    if dtype == "bfloat16":
+        return f"__bfloat162float(__float2bfloat16_rn({expr}))"
+    if dtype == "float16":
+        return f"__half2float(__float2half_rn({expr}))"
+    return expr
+
+
+EDGE_WARPS = 0.15  # the share of warps with an edge window up to which a pool's interior windows skip the checks
+
+
+def _rare_edges(win, sizes: list[int], outs: tuple[int, ...]) -> list[int]:
+    """The dims along which some window leaves the input, where few warps hold such a window (a warp whose
+    windows straddle the test runs both loops); else none. A warp takes 32 neighbouring outputs along the
+    last dim; an edge along another dim takes whole rows. Measured on an H100 (bench/results/memory_bound_h100):
+    max pool 2-D of stride 1 and padding 1 (13% of warps at an edge) 1.26x faster; 3-D pools of stride 2 (25%
+    and more) 7-8% slower."""
+    nd = win.dims
+    reach = [(win.kernel[j] - 1) * win.dilation[j] for j in range(nd)]
+    edges = [sum(1 for o in range(outs[j]) if o * win.stride[j] - win.padding[j] < 0
+                 or o * win.stride[j] - win.padding[j] + reach[j] >= sizes[j]) for j in range(nd)]
+    inside = max(0.0, 1.0 - edges[-1] * 32 / max(1, outs[-1]))
+    for j in range(nd - 1):
+        inside *= 1.0 - edges[j] / max(1, outs[j])
+    if not any(edges) or 1.0 - inside > EDGE_WARPS:
+        return []
+    return [j for j in range(nd) if edges[j]]

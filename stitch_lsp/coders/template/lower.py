@@ -1,0 +1,179 @@
+"""A traced graph → a straight-line program: kernel launches and the PyTorch calls left over."""
+
+from __future__ import annotations
+
+from attrs import define, field
+
+from stitch_lsp.plan import library_calls, op_table
+from stitch_lsp.plan.fusion import Group, simplify, split, split_tail, split_windows
+from stitch_lsp.coders.template.conv_tail import conv_layouts, input_kernel, reduction_tail, tail_kernel
+from stitch_lsp.coders.template.emitter import Unsupported
+from stitch_lsp.plan.gemm_match import fuse_gemms
+from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
+from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel, window_kernel
+from stitch_lsp.coders.template.reductions import reduction_kernels
+from stitch_lsp.coders.template.scan_kernel import scan_kernel
+from stitch_lsp.coders.template.library_call import describe as describe_library, lower_library
+from stitch_lsp.coders.template.conv_bias import split_conv_bias
+from stitch_lsp.coders.template.library_epilogue import fold_library_epilogues
+from stitch_lsp.op_graph import OpGraph
+
+
+# group kind -> the writer of its kernel(s): a KernelSpec, or a list of them run in order.
+KERNEL_WRITERS = {"pointwise": pointwise_kernel, "row_reduction": reduction_kernels, "col_reduction": reduction_kernels,
+                  "scan": scan_kernel, "window": window_kernel}
+
+
+@define
+class Step:
+    """Either a kernel launch (``kernel`` set) or PyTorch calls for ``nodes``."""
+
+    group: int
+    nodes: list[str] = field(factory=list)
+    kernel: KernelSpec | None = None
+    why: str = ""  # why these nodes stay PyTorch, when they are not views or a library GEMM
+    layout: str = ""  # a convolution run in this memory format ("channels_last"), not NCHW
+    convert: KernelSpec | None = None  # the kernel that writes the convolution's input in ``layout``
+
+
+@define
+class LoweredProgram:
+    graph: OpGraph
+    groups: list[Group] = field(factory=list)
+    steps: list[Step] = field(factory=list)
+    kernels: list[KernelSpec] = field(factory=list)
+    uncovered_ops: list[str] = field(factory=list)
+    notes: list[str] = field(factory=list)
+    library_fusions: list[str] = field(factory=list)  # ops folded into a library call's epilogue
+    library_calls: list[str] = field(factory=list)  # ops a library runs by design (cuBLAS, cuDNN, pooling)
+    # Ops left to PyTorch because no template covers them: what stops the task being covered.
+    blocking_ops: list[str] = field(factory=list)
+    source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
+    gemm_mode: str = "auto"  # the GemmOptions mode it was lowered with (re-lowering for other shapes keeps it)
+    conv_layouts: dict = field(factory=dict)  # convolution -> plan.conv_layout.ConvLayout
+    # "nchw": lowered with channels-last convolutions turned off (re-lowering for other shapes keeps it).
+    conv_layout: str = ""
+
+    @property
+    def covered(self) -> bool:
+        """Every op runs in a generated kernel or a library call."""
+        return not self.blocking_ops
+
+
+def sm_of(device_name: str) -> int:
+    """The compute capability to write kernels for, from the plan's device name (Hopper when unknown, as the
+    Planner assumes an H100)."""
+    name = device_name.upper()
+    if any(k in name for k in ("A100", "A10", "A30", "A40", "A6000", "L4", "L40", "RTX", "V100", "T4")):
+        return 80
+    return 90
+
+
+def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
+          channels_last: bool | None = None) -> LoweredProgram:
+    """``gemm``: which GEMMs the GEMM family takes (with their epilogues; the rest stay cuBLAS calls);
+    ``sm``: the compute capability the kernels are for (Hopper's clusters from 90); the Planner's H100 by
+    default, the device's own when a candidate re-lowers itself for new shapes; ``channels_last``: whether
+    a convolution with a pointwise tail may run in channels-last (None: ``STITCH_CONV_LAYOUT``, default on)."""
+    source = graph
+    gemm = gemm or default_options()
+    graph, _ = fuse_gemms(simplify(graph), gemm.choose)
+    graph, folded = fold_library_epilogues(graph)
+    graph, moved = split_conv_bias(graph)
+    groups = split(graph)
+    index = graph.index()
+    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded) + moved, library_fusions=folded,
+                             source_graph=source, gemm_mode=gemm.mode,
+                             conv_layout="nchw" if channels_last is False else "")
+    layouts = conv_layouts(graph, groups, index, channels_last)
+    program.conv_layouts = layouts
+    reads_channels_last = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
+    pending = list(groups)
+    while pending:
+        group = pending.pop(0)
+        if group.kind in KERNEL_WRITERS and not group.outputs:
+            continue  # computes nothing anyone reads
+        if group.kind in KERNEL_WRITERS:
+            name = f"stitch_fused_{len(program.kernels)}"
+            try:
+                writer = KERNEL_WRITERS[group.kind]
+                if group.index in reads_channels_last and group.kind == "pointwise":
+                    specs = tail_kernel(group, index, name, reads_channels_last[group.index])
+                elif group.index in reads_channels_last:
+                    specs = reduction_tail(group, index, name, reads_channels_last[group.index], sm=sm)
+                else:
+                    specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
+            except Unsupported as exc:
+                parts = split_windows(group, index) if group.kind == "window" else None
+                if parts:
+                    # Each pooling op in a kernel of its own, the pointwise work between them in others.
+                    program.notes.append(f"group {group.index} (window): {exc}; each pooling op runs alone")
+                    pending[:0] = parts
+                    continue
+                parts = split_tail(group, index) if group.kind not in ("pointwise", "window") else None
+                if parts:
+                    # The reductions in one kernel, what follows them in another.
+                    program.notes.append(f"group {group.index} ({group.kind}): {exc}; its tail runs as a "
+                                         "separate pointwise kernel")
+                    pending[:0] = parts
+                    continue
+                group.note = str(exc)
+                program.notes.append(f"group {group.index} ({group.kind}) stays PyTorch: {exc}")
+                program.steps.append(Step(group.index, list(group.nodes), why=str(exc)))
+                _uncovered(program, group, index, str(exc))
+                continue
+            specs = specs if isinstance(specs, list) else [specs]
+            group.note = specs[-1].note
+            for spec in specs:
+                program.kernels.append(spec)
+                program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
+                program.notes.append(f"{spec.name}: {group.kind}, {spec.note}")
+            continue
+        if group.kind == "update":
+            # A buffer the module updates in place (BatchNorm's running statistics): a copy, by design.
+            program.steps.append(Step(group.index, list(group.nodes), why="updates a buffer in place"))
+            continue
+        why = ""
+        if group.kind == "library":
+            spec = lower_library(group, index, graph)
+            if spec is not None:
+                program.kernels.append(spec)
+                program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
+                program.notes.append(f"{spec.name}: {spec.note}")
+                continue
+            group.note = describe_library(group, index, graph)
+            conv = next((layouts[n] for n in group.nodes if n in layouts), None)
+            if conv is not None:
+                program.notes.append(f"{conv.conv}: {conv.describe()}")
+                if conv.channels_last:
+                    convert = input_kernel(index[conv.conv], index, f"stitch_layout_{len(program.kernels)}")
+                    if convert is not None:
+                        program.kernels.append(convert)
+                        program.notes.append(f"{convert.name}: {convert.note}")
+                    program.steps.append(Step(group.index, list(group.nodes), layout=conv.layout, convert=convert))
+                    _uncovered(program, group, index, group.note, library=True)
+                    group.note += f"; {conv.describe()}"
+                    continue
+        elif group.kind == "torch":
+            why = f"{op_table.short(index[group.nodes[0]].op)} has no template"
+        group.note = group.note or why
+        program.steps.append(Step(group.index, list(group.nodes), why=why))
+        if group.kind != "view":
+            _uncovered(program, group, index, group.note, library=group.kind == "library")
+    return program
+
+
+def _uncovered(program: LoweredProgram, group: Group, index, why: str, library: bool = False) -> None:
+    for n in group.nodes:
+        node = index[n]
+        if op_table.classify(node.op, node.dtype) == "view" or node.op == "getitem":
+            continue
+        label = node.op + (f" ({why})" if why else "")
+        if label not in program.uncovered_ops:
+            program.uncovered_ops.append(label)
+        listed = program.library_calls if library else program.blocking_ops
+        if label not in listed:
+            listed.append(label)
+        for inner in library_calls.DISPATCHES_TO.get(node.op, []) if library else []:
+            if inner not in program.uncovered_ops:
+                program.uncovered_ops.append(inner)

@@ -1,0 +1,148 @@
+"""Region + shapes → a KernelBench-format Task under ``<workspace>/.stitch/tasks/<hash>/reference.py``.
+
+The Task's ``Model`` re-creates exactly what the selection uses from the
+enclosing module (submodules with the same hyper-parameters, parameters,
+buffers), under the same attribute names, so ``self.norm.weight`` in the user's
+file is ``norm.weight`` in the Task.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+
+from stitch_lsp.task.shapes import ShapeResult
+from stitch_lsp.analysis.python_region import Region
+from stitch_lsp.pipeline import Task
+
+
+
+class TaskError(Exception):
+    """The Region cannot become a Task (the message says why, in the user's terms)."""
+
+
+def _names_in(text: str) -> set[str]:
+    return set(re.findall(r"\b[A-Za-z_]\w*\b", text))
+
+
+def _bound_names(statement: str) -> list[str]:
+    """The names an import statement binds (``import torch.nn.functional as F`` binds F, not torch)."""
+    try:
+        tree = ast.parse(textwrap.dedent(statement))
+    except SyntaxError:
+        return []
+    out: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out += [a.asname or a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level or node.module == "__future__":
+                continue  # a relative import cannot resolve from .stitch/tasks/
+            out += [a.asname or a.name for a in node.names if a.name != "*"]
+    return out
+
+
+def task_imports(import_lines: list[str], used: set[str]) -> list[str]:
+    """The user's imports the Task needs: those that bind a name it uses, then ``import torch``.
+
+    Chosen by the names each statement binds, never by its text: ``import
+    torch.nn.functional as F`` binds ``F`` only, so a Task whose class derives
+    from ``torch.nn.Module`` still needs ``import torch``.
+    """
+    kept = [textwrap.dedent(line) for line in import_lines if set(_bound_names(line)) & used]
+    if "torch" not in {n for line in kept for n in _bound_names(line)}:
+        kept.insert(0, "import torch")
+    return kept
+
+
+def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
+    if region.problems:
+        raise TaskError("; ".join(region.problems))
+    if shapes.problems:
+        raise TaskError("; ".join(shapes.problems))
+    if shapes.missing:
+        raise TaskError("no shapes for " + ", ".join(shapes.missing)
+                        + ": add a `# stitch: name=[dims] dtype` comment above the selection, a get_inputs() "
+                          "to the file, or stitch.shapes in the settings")
+    # __init__'s own locals first (``inner = hidden * 4``): the re-created attributes may use them.
+    init_lines = [textwrap.dedent(text) for text in region.init_locals.values()]
+    needed_names: set[str] = set()
+    for text in region.init_locals.values():
+        needed_names |= _names_in(text)
+    for need in region.self_needs:
+        if need.kind == "buffer":
+            init_lines.append(f"self.register_buffer({need.name!r}, {need.init_source})")
+        elif need.kind in ("module", "parameter", "attribute"):
+            init_lines.append(f"self.{need.name} = {need.init_source}")
+        else:
+            raise TaskError(f"self.{need.name} is not set in __init__")
+        needed_names |= _names_in(need.init_source)
+    needed_names |= _names_in(region.body)
+    constants = []
+    for cname, text in region.module_names.items():
+        if text not in constants:  # `M, N = 8192, 4096` defines both
+            constants.append(text)
+        needed_names |= _names_in(text)
+    imports = task_imports(region.imports, needed_names)
+    init_param_names = [p for p, _ in region.init_params]
+    values = []
+    for pname in init_param_names:
+        if pname in needed_names:
+            if pname not in shapes.values:
+                raise TaskError(f"__init__'s {pname} is needed to re-create the module: add `{pname}=<value>` "
+                                "to the `# stitch:` comment, or a get_init_inputs() to the file")
+            values.append(f"{pname} = {shapes.values[pname]}")
+    body = region.body
+    if not region.returns:
+        outs = region.outputs
+        body += "\nreturn " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)")
+    forward_args = ", ".join(["self"] + region.inputs)
+    init_block = "\n".join(["super().__init__()"] + init_lines)
+    inputs = []
+    for n in region.inputs:
+        spec = shapes.specs[n]
+        dims = ", ".join(str(d) for d in spec.shape)
+        if spec.dtype in ("int64", "int32"):
+            inputs.append(f"torch.randint(0, 16, ({dims}{',' if len(spec.shape) == 1 else ''}), dtype=torch.{spec.dtype})")
+        elif spec.dtype == "bool":
+            inputs.append(f"torch.rand({dims}) > 0.5")
+        else:
+            inputs.append(f"torch.randn({dims}, dtype=torch.{spec.dtype})")
+    where = f"{region.path}:{region.range.start.line + 1}-{region.range.end.line + 1}" if region.path else "a selection"
+    source = "\n".join([
+        f'"""Stitch fuse task: {where} ({region.class_name + "." if region.class_name else ""}{region.function})."""',
+        *imports,
+        "",
+        *constants,
+        *values,
+        "",
+        "",
+        # torch.nn.Module, not nn.Module: the user's file need not bind `nn`.
+        "class Model(torch.nn.Module):",
+        "    def __init__(self):",
+        textwrap.indent(init_block, " " * 8),
+        "",
+        f"    def forward({forward_args}):",
+        textwrap.indent(body, " " * 8),
+        "",
+        "",
+        "def get_inputs():",
+        f"    return [{', '.join(inputs)}]",
+        "",
+        "",
+        "def get_init_inputs():",
+        "    return []",
+        "",
+    ])
+    task = Task(
+        name=name or f"{region.function}_{region.range.start.line + 1}",
+        source=source,
+        inputs=[shapes.specs[n] for n in region.inputs],
+        origin_path=region.path or None,
+        origin_range=region.range,
+        shape_source=",".join(sorted(set(shapes.sources.get(n, "") for n in region.inputs))),
+        input_names=list(region.inputs),
+        output_names=list(region.outputs) if not region.returns else ["<return>"],
+    )
+    return task
