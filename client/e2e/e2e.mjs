@@ -197,11 +197,16 @@ try {
   const modelText = fs.readFileSync(path.join(WS, "model.py"), "utf8").split("\n");
   const first = modelText.findIndex((l) => l.includes("h = self.norm(x + residual)")) + 1;
   await page.keyboard.press("Control+G");
-  await page.keyboard.type(String(first));
+  const goTo = page.locator(".quick-input-widget input");
+  await goTo.waitFor({ state: "visible" });
+  await goTo.fill(`:${first}`);
+  await sleep(200);
   await page.keyboard.press("Enter");
+  await until(async () => new RegExp(`Ln ${first},`).test(await page.locator(".statusbar").innerText()), 10000, `the cursor on line ${first}`);
   await page.keyboard.press("Home");
   await page.keyboard.press("Shift+ArrowDown");
   await page.keyboard.press("Shift+ArrowDown");
+  await until(async () => /selected/.test(await page.locator(".statusbar").innerText()), 10000, "the selection");
   await screenshot("selection");
   const fuseStarted = await runCommand("Stitch: Fuse Selection into a CUDA Kernel");
   const progress = await toastWith("Stitch: fuse", 30000);
@@ -253,6 +258,26 @@ try {
     timings.activationToSquiggleAfterReloadS = (squiggleAt - activations[activations.length - 1]) / 1000;
   }
   await screenshot("after-reload");
+
+  // -- 10. A Python without Stitch: the install advice, and "Set stitch.python" opens the Remote tab --------------
+  const machine = path.join(DATA, "Machine", "settings.json");
+  const own = fs.readFileSync(machine, "utf8");
+  fs.writeFileSync(machine, JSON.stringify({ "stitch.python": path.join(WS, "no-such-python") }, null, 1));
+  const advice = await toastWith("could not start Python", 30000);
+  check("install advice: no stitch-lsp from PyPI, the checkout or a wheel instead", !/pip install stitch-lsp/.test(advice) && /pip install -e/.test(advice) && /\.whl/.test(advice), advice);
+  await screenshot("install-advice");
+  await page.locator(".notifications-toasts .notification-toast", { hasText: "could not start Python" }).locator(".monaco-button", { hasText: "Set stitch.python" }).click();
+  const settingsEditor = page.locator(".settings-editor");
+  await settingsEditor.waitFor({ timeout: 15000 });
+  await until(async () => /Stitch: Python|Python/.test(await settingsEditor.innerText()), 15000, "the setting in the Settings editor");
+  // The selected scope tab: VS Code marks it checked / aria-selected on the tab or its label.
+  const tab = await page.locator(".settings-editor .settings-tabs-widget").evaluate((bar) =>
+    [...bar.querySelectorAll(".action-item, .action-label")]
+      .filter((e) => e.classList.contains("checked") || e.getAttribute("aria-selected") === "true" || e.getAttribute("aria-checked") === "true")
+      .map((e) => e.textContent ?? "").join(" | "));
+  check("Set stitch.python: the Settings editor opens on the Remote tab, showing the setting", /Remote/i.test(tab) && /Stitch/.test(await settingsEditor.innerText()), tab);
+  await screenshot("set-stitch-python");
+  fs.writeFileSync(machine, own);
 } catch (error) {
   console.error(`editor e2e: FAILED: ${error.message}`);
   await screenshot("failure").catch(() => undefined);
