@@ -46,6 +46,12 @@ from stitch_lsp.pipeline import Task  # noqa: E402
 from stitch_lsp.worker.trace_handler import trace_task  # noqa: E402
 
 try:
+    from stitch_lsp.task.precision import cast_source  # noqa: E402
+except ImportError:  # before --precision existed: fp32 only
+    def cast_source(source: str, precision: str) -> str:
+        return source
+
+try:
     from stitch_lsp.plan.library_calls import library_kind  # noqa: E402
 except ImportError:  # before library calls had a module: GEMMs only
     def library_kind(op: str) -> str | None:
@@ -220,7 +226,7 @@ def run_dir(directory: Path, args) -> list[dict]:
     for path in files:
         level = re.search(r"level_?(\d+)", str(directory))
         row = {"task": path.stem, "level": int(level.group(1)) if level else None}
-        source = path.read_text(encoding="utf-8")
+        source = cast_source(path.read_text(encoding="utf-8"), args.precision)
         started = time.perf_counter()
         try:
             reply = trace_task(source)
@@ -305,6 +311,8 @@ def main() -> int:
     parser.add_argument("--syntax", action="store_true")
     parser.add_argument("--nvcc", default="", help="compile every kernel for sm_90 with this nvcc (errors, spills)")
     parser.add_argument("--tasks", default="", help="only task names containing one of these (comma-separated)")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                        help="each task cast as stitch bench --precision casts it")
     args = parser.parse_args()
     rows: list[dict] = []
     for d in args.dirs:

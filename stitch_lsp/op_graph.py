@@ -6,7 +6,8 @@ the template Coder work on it in any process.
 
 Arguments are kept as JSON text: a node reference is ``{"$": "name"}``; a size
 that depends on the input shapes is ``{"sym": "s0*s1", "hint": 8192}``; a dtype is
-``{"$dtype": "float32"}``; a device is ``{"$device": true}`` (the inputs' device);
+``{"$dtype": "float32"}``; a memory format ``{"$memory_format": "contiguous_format"}``; a device is
+``{"$device": true}`` (the inputs' device);
 every other value is plain JSON.
 
 A graph traced symbolically keeps each shape as expressions over the inputs'
@@ -32,6 +33,10 @@ class GraphInput:
     shape: tuple[int, ...] = ()
     dtype: str = "float32"
     shape_expr: list[str] = field(factory=list)
+    # A buffer's values seen when it was traced: "lower" when every trailing 2-D slab is nonzero exactly on
+    # and below its diagonal (a causal mask, ``torch.tril(torch.ones(n, n))``), "strict_upper" when exactly
+    # above it; "" otherwise or unknown. What lets the Planner prove a masked softmax causal.
+    triangle: str = ""
 
 
 @define
@@ -179,7 +184,8 @@ def specialise(graph: OpGraph, shapes: list[tuple[int, ...]]) -> OpGraph:
                   allow_tf32=graph.allow_tf32, torch_version=graph.torch_version, symbolic=False,
                   scalars=list(graph.scalars))
     for gi, shape in zip(graph.inputs, shapes):
-        out.inputs.append(GraphInput(gi.name, gi.role, gi.path, gi.index, tuple(shape), gi.dtype))
+        out.inputs.append(GraphInput(gi.name, gi.role, gi.path, gi.index, tuple(shape), gi.dtype,
+                                     triangle=gi.triangle))
     for n in graph.nodes:
         shape = tuple(_eval_expr(e, env) for e in n.shape_expr) if n.shape_expr else n.shape
         out.nodes.append(OpNode(n.name, n.op, json.dumps(sub(json.loads(n.args_json))),

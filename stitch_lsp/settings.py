@@ -1,14 +1,17 @@
-"""Typed settings, merged in one place.
+"""Typed settings, read from every source by one function (``read_settings``).
 
 Sources, later wins: defaults → the user's own config file
 (``~/.config/stitch/config.toml``) → the user-scope settings an editor sends
 (``initializationOptions.userSettings`` / ``stitch/setUserSettings``) →
 ``[tool.stitch]`` in the workspace's ``pyproject.toml`` → initialization options →
 ``workspace/configuration`` (section ``stitch``) / ``didChangeConfiguration``.
-Clients send camelCase (``nvccPath``); both spellings are accepted. Unknown keys
-are ignored and reported once, never fatal. While the workspace is not trusted,
-the layers a workspace can write are screened first (``workspace_trust``): they
-cannot choose programs.
+
+Each layer is first flattened to setting names (``flatten``: camelCase, snake_case
+and any case are one name; a nested ``stitch`` table is an unknown key, dropped and
+reported like every other). Only then, while the workspace is not trusted, are the
+layers a workspace can write screened (``workspace_trust.screen``), so no nesting,
+spelling or layering gets a program past the screen; then numbers are range-checked
+and clamped, each with a message.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import attrs
 from attrs import define, field, frozen
 
 from stitch_lsp.serde import converter
-from stitch_lsp.workspace_trust import Ignored, screen
+from stitch_lsp.workspace_trust import Ignored, camel, screen
 
 
 @define
@@ -87,11 +90,17 @@ class Settings:
     diagnostics_debounce_ms: int = 150
     # Kernel ↔ reference pairs ([[tool.stitch.pair]] in pyproject.toml).
     pair: list[KernelPair] = field(factory=list)
+    # The command `stitch record` runs to see the shapes of the user's program (issue 31).
+    record_command: str = ""
+    # Environment variables added for the programs Stitch starts (nvcc, workers, ...), besides the
+    # allowlisted ones it passes on (child_env): the user's own, never a workspace's while untrusted.
+    extra_env: dict[str, str] = field(factory=dict)
 
     def replace(self, **changes: Any) -> "Settings":
         return attrs.evolve(self, **changes)
 
 
+# -- reading: every source goes through read_settings ----------------------------------------------
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 
@@ -99,53 +108,221 @@ def _snake(key: str) -> str:
     return _CAMEL.sub("_", key).lower()
 
 
-# Settings whose keys are the user's own names (variables), not setting names: kept as written.
-_VERBATIM = ("shapes",)
+def _folded(key: str) -> str:
+    """A key as compared: case, `_` and `-` do not count (nvccPath, nvcc_path, NVCC-PATH are one)."""
+    return re.sub(r"[_\-\s]", "", key).lower()
 
 
-def _normalise(data: Any) -> Any:
-    if isinstance(data, dict):
-        out = {}
-        for k, v in data.items():
-            key = _snake(k) if isinstance(k, str) else k
-            out[key] = v if key in _VERBATIM else _normalise(v)
-        return out
-    return data
+_FIELDS = {f.name: f for f in attrs.fields(Settings)}
+_BY_FOLDED = {_folded(name): name for name in _FIELDS}
+_ON_SAVE_BY_FOLDED = {_folded(f.name): f.name for f in attrs.fields(OnSave)}
+_PAIR_BY_FOLDED = {_folded(f.name): f.name for f in attrs.fields(KernelPair)}
+# The client's own key inside the `stitch` object it sends: where VS Code says each value came from.
+SCOPES_KEY = "$scopes"
+# Scopes that are the user's own settings (kept even while the workspace is untrusted).
+USER_SCOPES = frozenset({"default", "user", "remote"})
+WORKSPACE_SCOPES = frozenset({"workspace", "workspaceFolder"})
+
+# Numbers a user can set, with the range they are clamped to (out of range: a message says so).
+NUMBER_RANGES: dict[str, tuple[float, float]] = {
+    "compile_timeout_s": (1.0, 3600.0),
+    "verify_timeout_s": (1.0, 86_400.0),
+    "profile_timeout_s": (1.0, 86_400.0),
+    "gpu_index": (0, 1023),
+    "rounds": (1, 50),
+    "candidates_per_round": (1, 64),
+    "token_budget": (1_000, 100_000_000),
+    "target_speedup": (0.1, 1000.0),
+    "cache_max_mb": (0, 1_000_000),
+    "diagnostics_debounce_ms": (0, 10_000),
+}
 
 
-_FIELDS = {f.name for f in attrs.fields(Settings)}
+@frozen
+class Layer:
+    """One source of settings, in merge order.
+
+    ``workspace``: files in the workspace can set its values (screened while untrusted).
+    ``client``: it comes from the editor (initializationOptions, workspace/configuration,
+    didChangeConfiguration, userSettings): it may wrap its values in one ``stitch`` object and
+    carry ``$scopes``; a file layer (pyproject.toml, config.toml) may do neither."""
+
+    name: str  # as the user knows it: "pyproject.toml", "workspace/configuration", ...
+    raw: Any
+    workspace: bool
+    client: bool = False
 
 
-def merge(base: Settings, raw: dict[str, Any] | None) -> tuple[Settings, list[str]]:
-    """Apply a (possibly partial, camelCase) dict over ``base``.
+@frozen
+class Flat:
+    """One layer's values as ``Settings`` field names, before screening and checking."""
 
-    Returns the new settings and the keys that were ignored (unknown or ill-typed),
-    so the caller can tell the user once.
-    """
-    if not raw:
-        return base, []
-    data = _normalise(raw)
-    if "stitch" in data and isinstance(data["stitch"], dict):
-        data = data["stitch"]
-    ignored: list[str] = []
-    current = converter.unstructure(base)
+    values: dict[str, Any]
+    scopes: dict[str, str]  # field -> the client's scope for it (client layers only)
+    unknown: list[str]  # keys dropped, as written (with the path to them for nested ones)
+
+
+def _key_path(parts: list[str]) -> str:
+    return ".".join(parts)
+
+
+def flatten(raw: Any, *, client: bool = False) -> Flat:
+    """A layer's raw tree as ``{field: value}``: spellings folded (camelCase, snake_case, any case),
+    dotted keys (``onSave.compile``) opened, and everything that is not a setting dropped and named,
+    nested ``stitch`` tables included (only a client may wrap its object in one ``stitch``)."""
+    values: dict[str, Any] = {}
+    scopes: dict[str, str] = {}
+    unknown: list[str] = []
+    if not isinstance(raw, dict):
+        return Flat(values, scopes, [] if raw in (None, {}) else ["(not a table of settings)"])
+    data: dict[Any, Any] = dict(raw)
+    if client:
+        wrapped = [k for k in data if isinstance(k, str) and _folded(k) == "stitch" and isinstance(data[k], dict)]
+        if len(wrapped) == 1 and all(k in wrapped or k == SCOPES_KEY for k in data):
+            outer_scopes = data.get(SCOPES_KEY)
+            data = dict(data[wrapped[0]])
+            if outer_scopes is not None and SCOPES_KEY not in data:
+                data[SCOPES_KEY] = outer_scopes
+        raw_scopes = data.pop(SCOPES_KEY, None)
+        if isinstance(raw_scopes, dict):
+            for name, scope in raw_scopes.items():
+                if not isinstance(name, str) or not isinstance(scope, str):
+                    continue
+                head = name.split(".")
+                if len(head) > 1 and _folded(head[0]) == "stitch":
+                    head = head[1:]
+                field_name = _BY_FOLDED.get(_folded(head[0])) if head else None
+                if field_name is not None:
+                    scopes[field_name] = scope
+        elif raw_scopes is not None:
+            unknown.append(SCOPES_KEY)
     for key, value in data.items():
-        if key not in _FIELDS:
-            ignored.append(key)
+        if not isinstance(key, str):
+            unknown.append(repr(key))
             continue
+        parts = key.split(".")
+        if client and len(parts) > 1 and _folded(parts[0]) == "stitch":
+            parts = parts[1:]  # "stitch.nvccPath": VS Code's full name of a setting
+        name = _BY_FOLDED.get(_folded(parts[0]))
+        if name is None or name == "trusted":
+            unknown.append(key if name is None else f"{key} (only the editor's workspace trust sets this)")
+            continue
+        if name == "on_save":
+            sub = value if len(parts) == 1 else {".".join(parts[1:]): value}
+            if not isinstance(sub, dict):
+                unknown.append(key)
+                continue
+            merged = dict(values.get("on_save", {}))
+            for sub_key, sub_value in sub.items():
+                field_name = _ON_SAVE_BY_FOLDED.get(_folded(sub_key)) if isinstance(sub_key, str) else None
+                if field_name is None:
+                    unknown.append(f"{key}.{sub_key}")
+                else:
+                    merged[field_name] = sub_value
+            values["on_save"] = merged
+            continue
+        if len(parts) > 1:
+            unknown.append(key)
+            continue
+        if name == "pair" and isinstance(value, list):
+            value = [{_PAIR_BY_FOLDED.get(_folded(k), k): v for k, v in e.items() if isinstance(k, str)}
+                     if isinstance(e, dict) else e for e in value]
+        values[name] = value  # shapes: the user's own variable names, kept as written
+    return Flat(values, scopes, unknown)
+
+
+def _number(key: str, value: Any, source: str) -> tuple[Any, str]:
+    """(the value to use, a message) for a numeric setting: in range, or clamped and said."""
+    low, high = NUMBER_RANGES[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value, ""  # not a number: the type check reports it
+    integral = _FIELDS[key].type in (int, "int")
+    if value != value:  # NaN
+        return None, f"{camel(key)} = nan (from {source}) is not a number: the default applies"
+    clamped = min(max(value, low), high)
+    if integral:
+        clamped = int(clamped)
+    if clamped != value:
+        return clamped, (f"{camel(key)} = {value:g} (from {source}) is out of range "
+                         f"({low:g} to {high:g}): {clamped:g} is used")
+    return value, ""
+
+
+def _apply(current: dict[str, Any], values: dict[str, Any], source: str,
+           problems: list[str], unknown: list[tuple[str, str]]) -> dict[str, Any]:
+    for key, value in values.items():
         if value is None:
             continue
+        if key in NUMBER_RANGES:
+            value, said = _number(key, value, source)
+            if said:
+                problems.append(said)
+            if value is None:
+                continue
         if key == "on_save" and isinstance(value, dict):
             value = {**current["on_save"], **value}
         trial = {**current, key: value}
         try:
             converter.structure(trial, Settings)
         except Exception:
-            ignored.append(key)
+            unknown.append((source, f"{camel(key)} (a value of the wrong type: {str(value)[:60]})"))
             continue
         current = trial
-    return converter.structure(current, Settings), ignored
+    return current
 
+
+@define
+class Built:
+    """What ``read_settings`` made of the layers."""
+
+    settings: Settings
+    unknown: list[tuple[str, str]]  # (layer, key): dropped as unknown or ill-typed; tell the user once
+    untrusted: list[Ignored]  # values dropped because the workspace is not trusted, each with its origin
+    problems: list[str] = field(factory=list)  # numbers out of range, clamped: one line each
+
+    def messages(self) -> list[str]:
+        """Everything the user should be told, one line each (untrusted values are told apart)."""
+        return [*self.problems, *(f"ignored setting '{key}' from {layer}" for layer, key in self.unknown)]
+
+
+def read_settings(layers: list[Layer], *, root: Path | None, trusted: bool) -> Built:
+    """The one reader: every layer is flattened to setting names first, then, while the workspace is
+    not trusted, a workspace layer's values are screened (``workspace_trust.screen``), and only then
+    merged in order over the defaults, with types and number ranges checked.
+
+    A client layer's ``$scopes`` marks values the user set in their own (user, remote, default)
+    settings: those are the user's, never screened. ``trusted`` is never read from a layer."""
+    current = converter.unstructure(Settings())
+    unknown: list[tuple[str, str]] = []
+    untrusted: list[Ignored] = []
+    problems: list[str] = []
+    for layer in layers:
+        flat = flatten(layer.raw, client=layer.client)
+        unknown += [(layer.name, key) for key in flat.unknown]
+        values = flat.values
+        if layer.workspace and not trusted:
+            users = {k: v for k, v in values.items() if flat.scopes.get(k) in USER_SCOPES}
+            rest = {k: v for k, v in values.items() if k not in users}
+            by_origin: dict[str, dict[str, Any]] = {}
+            for key, value in rest.items():
+                scope = flat.scopes.get(key)
+                origin = f"{layer.name}, {scope} settings" if scope else layer.name
+                by_origin.setdefault(origin, {})[key] = value
+            values = dict(users)
+            for origin, part in by_origin.items():
+                kept, dropped = screen(part, root, origin)
+                values.update(kept)
+                untrusted += dropped
+        current = _apply(current, values, layer.name, problems, unknown)
+    settings = converter.structure(current, Settings).replace(trusted=trusted)
+    return Built(settings, unknown, untrusted, problems)
+
+
+def with_overrides(settings: Settings, overrides: dict[str, Any], source: str = "the command line") -> Built:
+    """``settings`` with values the user gave directly (command-line flags), checked like any layer."""
+    current = _apply(converter.unstructure(settings), {k: v for k, v in overrides.items() if k in _FIELDS},
+                     source, problems := [], unknown := [])
+    return Built(converter.structure(current, Settings), unknown, [], problems)
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
@@ -180,9 +357,11 @@ def from_user_config() -> tuple[dict[str, Any], list[str]]:
     """(settings, trusted workspace folders) from the user's config file: top-level keys or a
     ``[stitch]`` table, the same keys as ``[tool.stitch]``, plus ``trustedWorkspaces = [...]``."""
     data = _read_toml(user_config_path())
-    table = data.get("stitch", data)
-    table = _normalise(table) if isinstance(table, dict) else {}
-    folders = table.pop(TRUSTED_WORKSPACES_KEY, [])
+    table = dict(data["stitch"] if isinstance(data.get("stitch"), dict) else data)
+    folders: Any = []
+    for key in list(table):
+        if isinstance(key, str) and _folded(key) == _folded(TRUSTED_WORKSPACES_KEY):
+            folders = table.pop(key)
     trusted = [os.path.expanduser(f) for f in folders if isinstance(f, str)] if isinstance(folders, list) else []
     return table, trusted
 
@@ -196,55 +375,10 @@ def in_trusted_folder(root: Path, folders: list[str]) -> bool:
     return False
 
 
-# -- layers ----------------------------------------------------------------------------------------
-@frozen
-class Layer:
-    """One source of settings. ``workspace``: files in the workspace can set its values."""
-
-    name: str  # as the user knows it: "pyproject.toml", "workspace/configuration", ...
-    raw: dict[str, Any]
-    workspace: bool
-
-
-@define
-class Built:
-    settings: Settings
-    unknown: list[tuple[str, str]]  # (layer, key) ignored as unknown or ill-typed
-    untrusted: list[Ignored]  # workspace values left out because the workspace is not trusted
-
-
-def _unwrap(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        return {}
-    data = _normalise(raw)
-    inner = data.get("stitch")
-    return inner if isinstance(inner, dict) else data
-
-
-def build(layers: list[Layer], *, root: Path | None, trusted: bool) -> Built:
-    """Merge ``layers`` in order over the defaults; while untrusted, workspace layers are screened.
-
-    ``trusted`` is never read from a layer: it is the argument, and lands in the result."""
-    settings = Settings()
-    unknown: list[tuple[str, str]] = []
-    untrusted: list[Ignored] = []
-    for layer in layers:
-        raw = dict(_unwrap(layer.raw))
-        if "trusted" in raw:
-            raw.pop("trusted")
-            unknown.append((layer.name, "trusted (only the editor's workspace trust sets this)"))
-        if layer.workspace and not trusted:
-            raw, dropped = screen(raw, root, layer.name)
-            untrusted += dropped
-        settings, ignored = merge(settings, raw)
-        unknown += [(layer.name, key) for key in ignored]
-    return Built(settings.replace(trusted=trusted), unknown, untrusted)
-
-
 def for_workspace(root: Path, *, trust: bool = False) -> Built:
     """Settings for a command run on ``root`` outside an editor: the user's config file, then the
     workspace's ``[tool.stitch]``, screened unless ``trust`` or the user's config trusts the folder."""
     user, folders = from_user_config()
     trusted = trust or in_trusted_folder(root, folders)
     layers = [Layer("your config", user, False), Layer("pyproject.toml", from_pyproject(root), True)]
-    return build(layers, root=root, trusted=trusted)
+    return read_settings(layers, root=root, trusted=trusted)

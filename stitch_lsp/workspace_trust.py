@@ -20,14 +20,24 @@ from typing import Any, Callable, Iterable
 
 from attrs import frozen
 
+from stitch_lsp.nvcc_options import takes_value
+
 # How a workspace's value of each setting is treated while untrusted.
 SAFE = "safe"  # taken as it is
 USER_ONLY = "user-only"  # never taken from the workspace
 CHECKED = "checked"  # taken where the value passes a check (below), else dropped
 
+# Every setting that names a program to run, or can make one run (flags that choose the host
+# compiler, environment variables such as PATH or LD_PRELOAD). The screen and the tests read this
+# one list: a setting added here is screened and attacked by tests/security at once.
+PROGRAM_SETTINGS: tuple[str, ...] = ("nvcc_path", "python", "record_command", "extra_env", "extra_flags")
+
 CLASSIFICATION: dict[str, tuple[str, str]] = {
     "nvcc_path": (USER_ONLY, "names the compiler program that runs on every save"),
     "python": (USER_ONLY, "names the interpreter that runs workers and the shape recorder"),
+    "record_command": (USER_ONLY, "names the program `stitch record` runs"),
+    "extra_env": (USER_ONLY, "environment variables for the programs Stitch starts (PATH, LD_PRELOAD and "
+                             "the like choose which code runs)"),
     "extra_flags": (CHECKED, "flags that pick programs (-ccbin), pass options to them (-Xcompiler -fplugin=...), "
                              "run what was built (-run), read more flags (--options-file) or write files "
                              "(-o, -MF, --keep-dir) are dropped; a list of known-harmless flags stays"),
@@ -47,6 +57,7 @@ CLASSIFICATION: dict[str, tuple[str, str]] = {
     "rounds": (SAFE, "a number"),
     "candidates_per_round": (SAFE, "a number"),
     "gemm": (SAFE, "a choice between built-in GEMM paths"),
+    "compile_mode": (SAFE, "a choice between torch.compile modes for the timing baseline"),
     "token_budget": (SAFE, "a number"),
     "target_speedup": (SAFE, "a number"),
     "judge": (SAFE, "a switch"),
@@ -75,6 +86,8 @@ class Ignored:
 SHORT_REASONS = {
     "nvcc_path": "names a program",
     "python": "names a program",
+    "record_command": "names a program",
+    "extra_env": "environment for programs",
     "extra_flags": "flags that choose, drive or load programs, or write files",
     "include_paths": "outside the workspace",
     "kernels_dir": "outside the workspace",
@@ -114,12 +127,12 @@ _SAFE_FLAG_PATTERNS = [re.compile(p) for p in (
     r"-{1,2}expt-relaxed-constexpr", r"-{1,2}expt-extended-lambda", r"-{1,2}extended-lambda",
     r"-{1,2}restrict", r"-src-in-ptx", r"--source-in-ptx", r"-{1,2}extra-device-vectorization",
     r"-rdc=(true|false)", r"--relocatable-device-code=(true|false)", r"-dc", r"-dw", r"-dlto", r"-lto",
-    r"-{1,2}W(no-)?[\w-]+", r"-{1,2}Werror(=[\w,-]+)?", r"-err-no", r"--display-error-number",
+    r"-{1,2}W(no-)?[\w-]+", r"-{1,2}Werror=[a-z][\w,-]*", r"-err-no", r"--display-error-number",
     r"-{1,2}std=c\+\+\d\d", r"-D[A-Za-z_]\w*(=[^\s]*)?", r"-U[A-Za-z_]\w*",
     r"-{1,2}(arch|gpu-architecture|code|gpu-code)=[\w,.]+",
     r"-gencode=arch=[\w,.]+", r"--generate-code=arch=[\w,.]+", r"-gencode=[\w,.=\[\]]+",
     r"-{1,2}maxrregcount=\d+", r"-{1,2}(ftz|prec-div|prec-sqrt|fmad)=(true|false)",
-    r"-{1,2}diag-(suppress|warn|error)=[\w,]+", r"-t\d+", r"--threads=\d+", r"-{1,2}default-stream=(legacy|null|per-thread)",
+    r"-{1,2}diag-(suppress|warn|error)=[\w,]+", r"-t=?\d+", r"--threads=\d+", r"-{1,2}default-stream=(legacy|null|per-thread)",
 )]
 # ptxas options (after -Xptxas) that only report or tune.
 _SAFE_PTXAS = [re.compile(p) for p in (
@@ -129,18 +142,6 @@ _SAFE_PTXAS = [re.compile(p) for p in (
     r"-{1,2}(dlcm|dscm)=\w+", r"--def-load-cache=\w+", r"--def-store-cache=\w+",
     r"-{1,2}maxrregcount=\d+", r"-{1,2}Werror",
 )]
-# Flags whose value may be the next list item ("-Xptxas", "-v").
-_TAKES_VALUE = {
-    "-Xptxas", "--ptxas-options", "-D", "--define-macro", "-U", "--undefine-macro", "-std", "--std",
-    "-maxrregcount", "--maxrregcount", "-I", "--include-path", "-arch", "--gpu-architecture", "-code",
-    "--gpu-code", "-gencode", "--generate-code", "-t", "--threads",
-    # Never safe, but their value must go with them.
-    "-ccbin", "--compiler-bindir", "-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options",
-    "-Xnvlink", "--nvlink-options", "-Xarchive", "--archive-options", "-Xcudafe", "-Xfatbin",
-    "--fatbin-options", "-o", "--output-file", "-odir", "--output-directory", "-MF", "--dependency-output",
-    "--keep-dir", "-optf", "--options-file", "--run-args", "-run-args", "-include", "--pre-include",
-    "-l", "--library", "-L", "--library-path", "-isystem", "--system-include",
-}
 _REASONS = [
     (("-ccbin", "--compiler-bindir"), "chooses the host compiler program"),
     (("-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xnvlink", "--nvlink-options",
@@ -198,7 +199,9 @@ def screen_flags(flags: Iterable[Any], inside: Callable[[str], bool]) -> tuple[l
     while i < len(items):
         flag = items[i]
         value = None
-        if flag in _TAKES_VALUE and i + 1 < len(items):
+        # Split the list as nvcc does: an option that takes a value and has none attached takes the
+        # next item, whatever it looks like (`-Werror -O3` is -Werror=-O3 to nvcc).
+        if "=" not in flag and takes_value(flag) and i + 1 < len(items):
             value = items[i + 1]
         group = [flag] if value is None else [flag, value]
         if _flag_safe(flag, value, inside):
@@ -249,7 +252,8 @@ def screen(raw: dict[str, Any], root: Path | None, source: str) -> tuple[dict[st
         ignored.append(Ignored(key, shown if len(shown) <= 160 else shown[:157] + "...", source, reason))
 
     for key, value in raw.items():
-        kind, reason = CLASSIFICATION.get(key, (SAFE, ""))
+        # A key without a place in the list is not a setting anyone reviewed: never taken.
+        kind, reason = CLASSIFICATION.get(key, (USER_ONLY, "not a setting a workspace may set"))
         if kind == SAFE or value is None:
             kept[key] = value
         elif kind == USER_ONLY:
@@ -281,5 +285,5 @@ def screen(raw: dict[str, Any], root: Path | None, source: str) -> tuple[dict[st
             else:
                 drop(key, value, "not a GPU architecture name")
         else:
-            kept[key] = value  # ill-typed: the settings merge reports it
+            drop(key, value, "not a value of the kind this setting takes")
     return kept, ignored

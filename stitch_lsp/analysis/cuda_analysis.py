@@ -31,10 +31,12 @@ import logging
 import re
 import threading
 from collections import OrderedDict, deque
+from typing import Any, Callable
 
 import attrs
 from tree_sitter import Node, Tree
 
+from stitch_lsp.analysis import budget
 from stitch_lsp.analysis import rules as rule_registry
 from stitch_lsp.analysis.cuda_consts import Constants
 from stitch_lsp.analysis.cuda_declarations import function_header, kernel_info
@@ -44,6 +46,7 @@ from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_edits import Edit, common_prefix, common_suffix, line_end, point_at
 from stitch_lsp.analysis.cuda_model import BarrierInfo, CudaAnalysis, KernelInfo, SharedDecl
 from stitch_lsp.analysis.cuda_preproc import PreprocessedView, preprocess
+from stitch_lsp.analysis.cuda_repair import Repaired, Skipped, function_name, repair_function, skipped_note
 from stitch_lsp.analysis.cuda_units import TopRecord, Unit, UnitResult, constants_of, visit_top
 from stitch_lsp.analysis.cuda_suppress import ignore_comments, split_ignored
 from stitch_lsp.analysis.cuda_text import Columns, encode_source, squash
@@ -77,23 +80,56 @@ def _syntax_errors(cols: Columns, root: Node) -> tuple[Range, ...]:
     return tuple(sorted(found))
 
 
+CHUNK = 4096
+
+
+def _chunks(src: bytes) -> Any:
+    """The text for tree-sitter's parser: a large one as a reader of small chunks, so that other
+    threads (the server's event loop) get the GIL between them during a long parse."""
+    if len(src) <= 64 * CHUNK:
+        return src
+    view = memoryview(src)
+    return lambda byte, _point: bytes(view[byte:byte + CHUNK])
+
+
+def _longest_line(src: bytes, node: Node) -> int:
+    """The 0-based row of the longest line of ``node``'s text (where a budget is spent)."""
+    lines = src[node.start_byte:node.end_byte].split(b"\n")
+    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+    return node.start_point.row + longest
+
+
+_ANALYSIS_ERRORS = (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError)
+
+
+def _signature_only(src: bytes, cols: Columns, u: Unit, parse_ok: bool,
+                    note: Callable[[KernelInfo], Finding]) -> UnitResult:
+    """The signature of a function the rules did not finish, with a hint (``note``) saying why."""
+    row = u.unit.start_point.row
+    try:
+        k = kernel_info(src, cols, u.fn, u.unit, parse_ok=parse_ok, is_template=u.unit is not u.fn)
+    except _ANALYSIS_ERRORS:
+        k = None
+    if k is None:
+        return UnitResult(row, None, (), (), (), ())
+    return UnitResult(row, k, (), (), (), (note(k),), parse_ok)
+
+
 def _analyze_unit(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
                   conditional: tuple[tuple[int, int], ...] = ()) -> UnitResult:
     try:
         return _analyze_function(src, cols, consts, u, path, conditional)
-    except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
+    except budget.OverBudget as stop:
+        line = (stop.row if stop.row is not None else _longest_line(src, u.unit)) + 1
+        why = f"Static rules stopped at line {line}: expression too large (nvcc still checks it on save)"
+        return _signature_only(src, cols, u, True, lambda k: Finding(
+            path=path, range=k.name_range, severity=Severity.HINT, code="budget", message=why, source="stitch"))
+    except _ANALYSIS_ERRORS:
         # Pathological input (an expression nested thousands deep) or a bug: this function
         # contributes nothing rather than taking the whole file's analysis down, and says so.
         log.exception("analysis of a function in %s failed", path or "<text>")
-        row = u.unit.start_point.row
-        try:
-            k = kernel_info(src, cols, u.fn, u.unit, parse_ok=False, is_template=u.unit is not u.fn)
-        except (RecursionError, ValueError, AttributeError, TypeError, IndexError, KeyError):
-            k = None
-        if k is None:
-            return UnitResult(row, None, (), (), (), ())
-        note = _skipped(path, k, "the analysis failed on it (the server log has the details)")
-        return UnitResult(row, k, (), (), (), (note,), False)
+        return _signature_only(src, cols, u, False, lambda k: _skipped(
+            path, k, "the analysis failed on it (the server log has the details)"))
 
 
 def _skipped(path: str, k: KernelInfo, why: str) -> Finding:
@@ -110,10 +146,14 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
     if u.is_prototype:
         k = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn)
         return UnitResult(row, k, (), (), (), ())
+    repaired = repair_function(src, u.unit, u.fn) if not ok else None
+    if repaired is not None:
+        # Each construct the grammar cannot read cost its statement; the rest is analysed.
+        return _analyze_repaired(src, cols, consts, u, path, conditional, repaired)
     if not ok:
-        # Only the signature of a function that does not parse: nothing built from its body.
-        # (While a brace is unclosed its "body" can be the rest of the file: skipping it
-        # also keeps each keystroke cheap.)
+        # Only the signature of a function whose errors cannot be placed in a statement
+        # (an unclosed brace while typing: its "body" can be the rest of the file; skipping
+        # it also keeps each keystroke cheap).
         header = function_header(src, cols, u.fn)
         if header is None or not (header[1] or header[2]):
             return UnitResult(row, None, (), (), (), (), False)
@@ -121,15 +161,37 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
         if k is None or k.body_range is None:
             return UnitResult(row, k, (), (), (), (), False)
         # (No line number in the text: cached results move with the function.)
-        note = _skipped(path, k, "its code does not parse here; nvcc reports the exact error on save")
+        note = _skipped(path, k, "tree-sitter's CUDA grammar cannot read it here (the code may well be valid; "
+                                 "nvcc reports any real error on save)")
         return UnitResult(row, k, (), (), (), (note,), False)
-    facts = build_facts(src, cols, consts, u.fn, u.unit, conditional)
+    return _analyze_facts(src, cols, consts, u.fn, u.unit, path, conditional, row, ok)
+
+
+def _analyze_repaired(src: bytes, cols: Columns, consts: Constants, u: Unit, path: str,
+                      conditional: tuple[tuple[int, int], ...], repaired: Repaired) -> UnitResult:
+    row = u.unit.start_point.row
+    result = _analyze_facts(repaired.src, cols, consts, repaired.fn, repaired.unit, path, conditional, row, True,
+                            repaired.skipped)
+    owner = result.kernel.name if result.kernel is not None else function_name(src, u.fn)
+    kind = "kernel" if result.kernel is not None and result.kernel.is_global else "function"
+    notes = tuple(skipped_note(path, cols, s, kind, owner) for s in repaired.skipped)
+    if not notes:
+        return result
+    findings = tuple(sorted(result.findings + notes, key=lambda f: (f.range, f.code)))
+    return attrs.evolve(result, findings=findings)
+
+
+def _analyze_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: Node, path: str,
+                   conditional: tuple[tuple[int, int], ...], row: int, ok: bool,
+                   unknown: tuple[Skipped, ...] = ()) -> UnitResult:
+    facts = build_facts(src, cols, consts, fn, unit, conditional)
     if facts is None:
         return UnitResult(row, None, (), (), (), ())
+    facts.unknown = unknown
     kernel = None
     if facts.is_global or facts.is_device:
         header = (facts.name_node, facts.is_global, facts.is_device, facts.launch_bounds, facts.params)
-        kernel = kernel_info(src, cols, u.fn, u.unit, parse_ok=ok, is_template=u.unit is not u.fn, header=header)
+        kernel = kernel_info(src, cols, fn, unit, parse_ok=ok, is_template=unit is not fn, header=header)
         if kernel is not None and facts.is_global:
             tail_bounds, stride = kernel_traits(facts)
             kernel = attrs.evolve(kernel, tail_bounds=tail_bounds, grid_stride=stride)
@@ -149,9 +211,12 @@ def _analyze_function(src: bytes, cols: Columns, consts: Constants, u: Unit, pat
     )
     findings: list[Finding] = []
     for rule in rule_registry.FUNCTION_RULES:
+        budget.check()
         out = Emitter(facts, path, rule.meta)
         try:
             rule.check(facts, out)
+        except budget.OverBudget:
+            raise
         except Exception:  # one rule's bug must not take the analysis down
             log.exception("rule %s failed on %s in %s", rule.meta.code, facts.name, path or "<text>")
             continue
@@ -246,14 +311,14 @@ class CudaAnalyzer:
     def _parse(self, src: bytes) -> tuple[Tree, Edit | None]:
         old, tree = (self._view.text if self._view is not None else None), self._tree
         if old is None or tree is None:
-            return self._parser.parse(src), None
+            return self._parser.parse(_chunks(src)), None
         start = common_prefix(old, src)
         suffix = common_suffix(old, src, min(len(old), len(src)) - start)
         old_end, new_end = len(old) - suffix, len(src) - suffix
         old_end_point, new_end_point = point_at(old, old_end), point_at(src, new_end)
         tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
                   start_point=point_at(old, start), old_end_point=old_end_point, new_end_point=new_end_point)
-        new_tree = self._parser.parse(src, tree)
+        new_tree = self._parser.parse(_chunks(src), tree)
         spans = [(start, new_end)] + [(r.start_byte, r.end_byte) for r in tree.changed_ranges(new_tree)]
         dirty = tuple((src.rfind(b"\n", 0, a) + 1, line_end(src, b)) for a, b in spans)
         return new_tree, Edit(start, old_end, new_end, new_end_point.row - old_end_point.row, dirty)
@@ -375,7 +440,8 @@ class CudaAnalyzer:
         hit = cache.get(key)
         row = node.start_point.row
         if hit is None:
-            hit = _analyze_unit(src, cols, consts, u, self.path, inside)
+            with budget.function():
+                hit = _analyze_unit(src, cols, consts, u, self.path, inside)
         elif hit.row != row:
             hit = hit.moved_to(row)
         return key, hit
@@ -440,9 +506,13 @@ def warm_up() -> None:
     CudaAnalyzer("").analyze("__global__ void warm_up(float* y) { y[threadIdx.x] = 0.0f; }")
 
 
-def analyze_cuda(text: str, path: str = "") -> CudaAnalysis:
-    """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can."""
-    return analyzer_for(path).analyze(text)
+def analyze_cuda(text: str, path: str = "", budget_s: float | None = None) -> CudaAnalysis:
+    """Analyse a CUDA source text. Reuses the previous analysis of the same path where it can.
+
+    With ``budget_s``, a function whose analysis takes longer than that gets a hint instead of
+    findings (``analysis.budget``)."""
+    with budget.budget(budget_s):
+        return analyzer_for(path).analyze(text)
 
 
 def kernel_at(analysis: CudaAnalysis, position: Position) -> KernelInfo | None:

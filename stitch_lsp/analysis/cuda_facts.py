@@ -13,6 +13,7 @@ from typing import Iterable
 from attrs import define, field
 from tree_sitter import Node, QueryCursor
 
+from stitch_lsp.analysis import budget
 from stitch_lsp.analysis.cuda_consts import Constants, resolve_int
 from stitch_lsp.analysis.cuda_grammar import facts_query
 from stitch_lsp.analysis.cuda_declarations import (
@@ -117,12 +118,17 @@ class FunctionFacts:
     controls: list[Control] = field(factory=list)
     preprocs: list[Node] = field(factory=list)
     numbers: list[Node] = field(factory=list)
+    # number literal id -> the other operand of its binary expression (Node.parent walks from the root:
+    # asking it for every literal of a long `1.0 + 1.0 + ...` line was quadratic).
+    number_operands: dict[int, Node] = field(factory=dict)
     # `a.x * b.x` products of two builtin fields (checked for blockIdx * blockDim).
     builtin_products: list[Node] = field(factory=list)
     # `a % b` expressions (divisibility tests).
     mods: list[Node] = field(factory=list)
     # name -> value expressions assigned to it (declaration values, `=` and `op=` right sides)
     defs: dict[str, list[Node]] = field(factory=dict)
+    # Statements the grammar could not read (cuda_repair.Skipped): each may do anything.
+    unknown: tuple = ()
     # Per-function results several rules share (e.g. the shared-memory event list).
     memo: dict[str, object] = field(factory=dict)
     _refs_memo: dict[int, frozenset[str]] = field(factory=dict)
@@ -172,12 +178,60 @@ class FunctionFacts:
         hit = self.memo.get("shared_names")
         if hit is None:
             names = {d.key for d in self.decls if d.is_shared}
+            arrays = set(names)
             for d in self.decls:
                 if d.is_pointer and d.value is not None and not d.is_shared:
-                    if self.base_names(d.value) & names:
+                    if self.base_names(d.value) & names and not self._per_thread_row(d.value, arrays):
                         names.add(d.key)
             hit = self.memo["shared_names"] = frozenset(names)
         return hit
+
+    def _per_thread_row(self, value: Node, arrays: set[str]) -> bool:
+        """`&cs[threadIdx.x][0]`, `cs[tid]`, `smem + threadIdx.x * W`: a pointer to the calling
+        thread's own part of a shared array. What goes through it is that thread's alone."""
+        n = value
+        while n.type in ("parenthesized_expression", "cast_expression"):
+            n = n.child_by_field_name("value") if n.type == "cast_expression" else n.named_children[0]
+            if n is None:
+                return False
+        if n.type == "pointer_expression" and n.child_by_field_name("argument") is not None:
+            n = n.child_by_field_name("argument")
+        if n.type == "subscript_expression":
+            chain = n
+            while chain.type == "subscript_expression" and chain.child_by_field_name("argument") is not None:
+                inner = chain.child_by_field_name("argument")
+                if inner.type != "subscript_expression":
+                    break
+                chain = inner
+            idx = chain.child_by_field_name("indices")
+            base = chain.child_by_field_name("argument")
+            return (base is not None and base.type == "identifier" and self.text(base) in arrays
+                    and idx is not None and self._is_thread_index(idx))
+        if n.type == "binary_expression" and self.text(n.child_by_field_name("operator")) == "+":
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            for base, offset in ((left, right), (right, left)):
+                if base is not None and base.type == "identifier" and self.text(base) in arrays and offset is not None:
+                    if offset.type == "binary_expression" and self.text(offset.child_by_field_name("operator")) == "*":
+                        a, b = offset.child_by_field_name("left"), offset.child_by_field_name("right")
+                        return any(x is not None and self._is_thread_index(x) for x in (a, b)) and not all(
+                            x is not None and self.depends_on_thread(x) for x in (a, b))
+                    return self._is_thread_index(offset)
+        return False
+
+    def _is_thread_index(self, node: Node) -> bool:
+        """`threadIdx.x` or a name that is only ever a copy of it (`int tid = threadIdx.x;`)."""
+        while node.type in ("parenthesized_expression", "subscript_argument_list") and node.named_children:
+            if len(node.named_children) != 1:
+                return False
+            node = node.named_children[0]
+        text = self.text(node).replace(" ", "")
+        if text == "threadIdx.x":
+            return b"threadIdx.y" not in self.src[self.node.start_byte:self.node.end_byte] and \
+                b"threadIdx.z" not in self.src[self.node.start_byte:self.node.end_byte]
+        if node.type == "identifier":
+            defs = self.defs.get(self.key_of(node), [])
+            return len(defs) == 1 and defs[0].id != node.id and self._is_thread_index(defs[0])
+        return False
 
     def global_pointer_names(self) -> frozenset[str]:
         """Pointer parameters and local pointers derived from them."""
@@ -213,6 +267,7 @@ class FunctionFacts:
         hit = self._refs_memo.get(key)
         if hit is not None:
             return hit
+        budget.check()  # each call walks the expression: nested ones make many calls over one text
         out: set[str] = set()
         stack = [node]
         while stack:
@@ -284,6 +339,17 @@ class FunctionFacts:
             for value in self.defs.get(name, ()):
                 todo.extend(self.refs(value) - out)
         return frozenset(out)
+
+    def unknown_names(self) -> frozenset[str]:
+        """Every name an unreadable statement mentions: it may write, call or wait on any of them."""
+        hit = self.memo.get("unknown_names")
+        if hit is None:
+            hit = self.memo["unknown_names"] = frozenset(n for s in self.unknown for n in s.names)
+        return hit
+
+    def unknown_between(self, start: int, end: int) -> bool:
+        """An unreadable statement lies in [start, end): it may be a barrier or a write."""
+        return any(s.start < end and s.end > start for s in self.unknown)
 
     def depends_on_thread(self, node: Node) -> bool:
         return any(n.startswith("threadIdx.") for n in self.closure(self.refs(node)))
@@ -435,7 +501,9 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
     )
     if body is None:
         return facts
+    budget.check_depth(body)
     matches = QueryCursor(facts_query()).matches(body)
+    budget.check()
     bare_calls: set[int] = set()
     launch_stmts: dict[int, Node] = {}
     write_targets: dict[int, int] = {}  # subscript node id -> evaluation order
@@ -492,11 +560,17 @@ def build_facts(src: bytes, cols: Columns, consts: Constants, fn: Node, unit: No
         elif "number" in caps:
             facts.numbers.append(caps["number"][0])
         elif "binary" in caps:
-            right = caps["binary"][0].child_by_field_name("right")
+            binary = caps["binary"][0]
+            left, right = binary.child_by_field_name("left"), binary.child_by_field_name("right")
             if right is not None and right.type == "number_literal":
                 facts.numbers.append(right)
-        elif "mod" in caps:
-            facts.mods.append(caps["mod"][0])
+                if left is not None:
+                    facts.number_operands[right.id] = left
+            if left is not None and left.type == "number_literal" and right is not None:
+                facts.number_operands[left.id] = right
+            op = binary.child_by_field_name("operator")
+            if op is not None and op.type == "%":
+                facts.mods.append(binary)
         elif "mul" in caps:
             names = {node_text(src, caps["mul.a"][0]), node_text(src, caps["mul.b"][0])}
             if names == {"blockIdx", "blockDim"}:

@@ -13,11 +13,14 @@ analysis reports is a position in the file. Whole lines are blanked, never part 
 
 Which branch: the one the condition selects where it can be decided from the file's
 own ``#define``s (``#if 0``, ``#if USE_SHARED`` after ``#define USE_SHARED 1``,
-``#ifdef X`` after ``#define X``), else the first one (``#ifdef DEBUG`` keeps the
+``#ifdef X`` after ``#define X``; a macro only AMD's HIP/ROCm builds define, such as
+``USE_ROCM`` or ``BNB_HIP``, is not defined), else the first one (``#ifdef DEBUG`` keeps the
 debug code; ``#ifdef __CUDA_ARCH__`` the device code).
 
 A few CUDA macros tree-sitter cannot parse are blanked in place too (``__align__(8)``
-before a declaration's name, ``CUDART_CB`` before a callback's name).
+before a declaration's name, ``CUDART_CB`` before a callback's name), as are ``#pragma``
+lines; attribute macros become the keywords they stand for and file-scope instantiation
+macros are blanked (``cuda_macros``).
 """
 
 from __future__ import annotations
@@ -27,15 +30,25 @@ import re
 
 from attrs import frozen
 
+from stitch_lsp.analysis.cuda_macros import file_scope_invocations, rewrite_attributes
+
 # Unanchored (a `^` with re.M is ten times slower on a large file); `_at_line_start` checks.
 _DIRECTIVE = re.compile(rb"#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b([^\n]*)")
 _CONDITIONAL = re.compile(rb"#[ \t]*(?:if|el|endif)")
+_PRAGMA = re.compile(rb"#[ \t]*pragma\b")
 _INLINE_MACROS = re.compile(rb"\b__align__[ \t]*\([^()\n]*\)|\bCUDART_CB\b")
 _BLANK_TABLE = bytes(b if b == 10 else 32 for b in range(256))
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 # Defined whenever device code is compiled with nvcc; their values are unknown.
 _ALWAYS_DEFINED = frozenset({"__CUDACC__", "__NVCC__", "__CUDA_ARCH__", "__cplusplus"})
 _UNKNOWN = object()
+# Macros only an AMD (HIP / ROCm) build defines: nvcc never does, so the CUDA branch is the one
+# the rules must read (`#if BNB_HIP`, `#ifdef USE_ROCM`, `#if defined(__HIP_PLATFORM_AMD__)`).
+_AMD_ONLY = re.compile(r"(?:^|_)(?:HIP|ROCM|HIPCC|AMD|HCC)(?:_|$)", re.I)
+
+
+def _amd_only(name: str, macros: dict) -> bool:
+    return name not in macros and _AMD_ONLY.search(name) is not None
 
 
 @frozen
@@ -79,6 +92,8 @@ def _evaluate(expr: str, macros: dict[str, str | None]):
         name = m.group(1)
         if name in macros or name in _ALWAYS_DEFINED:
             return " 1 "
+        if _amd_only(name, macros):
+            return " 0 "
         raise LookupError(name)
 
     try:
@@ -86,7 +101,11 @@ def _evaluate(expr: str, macros: dict[str, str | None]):
     except LookupError:
         return _UNKNOWN
     for _ in range(8):  # macros defined in terms of macros
-        names = set(_IDENT.findall(expr))
+        names = set(_IDENT.findall(expr)) - {"and", "or", "not"}
+        amd = {n for n in names if _amd_only(n, macros)}
+        if amd:
+            expr = _IDENT.sub(lambda m: " 0 " if m.group(0) in amd else m.group(0), expr)
+            names -= amd
         if not names:
             break
         if any(n not in macros or macros[n] is None for n in names):
@@ -98,7 +117,7 @@ def _evaluate(expr: str, macros: dict[str, str | None]):
     expr = expr.replace("&&", " and ").replace("||", " or ")
     expr = re.sub(r"!(?!=)", " not ", expr)
     try:
-        return _eval_node(ast.parse(expr, mode="eval").body)
+        return _eval_node(ast.parse(expr.strip(), mode="eval").body)
     except (SyntaxError, ValueError, TypeError, ZeroDivisionError, RecursionError, MemoryError):
         return _UNKNOWN
 
@@ -136,21 +155,31 @@ def preprocess(src: bytes) -> PreprocessedView:
     """The view of ``src`` the analysis parses (see the module docstring)."""
     has_conditionals = _has_conditionals(src)
     has_macros = b"__align__" in src or b"CUDART_CB" in src
-    if not has_conditionals and not has_macros:
-        return PreprocessedView(src)
     blank: list[tuple[int, int]] = []
     conditional: list[tuple[int, int]] = []
     if has_conditionals:
         _choose_branches(src, blank, conditional)
-    if not blank and not has_macros:
-        return PreprocessedView(src, tuple(conditional))
+    if b"pragma" in src:
+        _pragmas(src, blank)
+    blank.extend(file_scope_invocations(src))
     out = bytearray(src)
+    rewritten = rewrite_attributes(src, out)
+    if not blank and not has_macros and not rewritten:
+        return PreprocessedView(src, tuple(conditional))
     for a, b in blank:
         out[a:b] = src[a:b].translate(_BLANK_TABLE)
     if has_macros:
         for m in _INLINE_MACROS.finditer(src):
             out[m.start():m.end()] = b" " * (m.end() - m.start())
     return PreprocessedView(bytes(out), tuple(conditional))
+
+
+def _pragmas(src: bytes, blank: list[tuple[int, int]]) -> None:
+    """`#pragma` lines (`#pragma unroll` between a `for (...)` and its body is not C++ tree-sitter
+    can read; no rule needs a pragma)."""
+    for m in _PRAGMA.finditer(src):
+        if _at_line_start(src, m.start()):
+            blank.append((src.rfind(b"\n", 0, m.start()) + 1, _line_end(src, m.start())))
 
 
 def _choose_branches(src: bytes, blank: list[tuple[int, int]], conditional: list[tuple[int, int]]) -> None:
@@ -190,8 +219,8 @@ def _choose_branches(src: bytes, blank: list[tuple[int, int]], conditional: list
                 value = _evaluate(rest, macros)
             else:
                 name = _strip_comments(rest).split()[0] if _strip_comments(rest) else ""
-                known = name in macros or name in _ALWAYS_DEFINED
-                value = int(known) if known else _UNKNOWN
+                known = name in macros or name in _ALWAYS_DEFINED or _amd_only(name, macros)
+                value = int(name in macros or name in _ALWAYS_DEFINED) if known else _UNKNOWN
                 if kind == "ifndef" and value is not _UNKNOWN:
                     value = int(not value)
             keep = active and (value is _UNKNOWN or bool(value))

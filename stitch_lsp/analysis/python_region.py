@@ -11,11 +11,14 @@ import builtins
 import re
 import textwrap
 from functools import lru_cache
+from typing import Any
 
 import tree_sitter as ts
 import tree_sitter_python as tsp
 from attrs import define, field
 
+from stitch_lsp.analysis.module_needs import (class_methods, identifiers, init_statements, needed_statements,
+                                              self_attributes, statement_text, top_level_definitions)
 from stitch_lsp.findings import Range
 
 _VIEW_METHODS = {"view", "reshape", "contiguous", "size", "dim", "transpose", "permute", "unsqueeze",
@@ -63,6 +66,15 @@ class Region:
     init_params: list[tuple[str, str | None]] = field(factory=list)  # __init__ params and their defaults
     # ``name = expr`` statements of __init__ (``inner = dim * 4``) that re-created attributes may use.
     init_locals: dict[str, str] = field(factory=dict)
+    # Every ``__init__`` statement the used attributes need (locals, ModuleDicts, lambdas, buffers in
+    # branches): 0-based line -> dedented text, in file order.
+    init_statements: dict[int, str] = field(factory=dict)
+    methods: dict[str, str] = field(factory=dict)  # the class's methods the selection calls: name -> source
+    helpers: dict[str, str] = field(factory=dict)  # the file's functions / classes it needs: name -> source
+    nesting: list[str] = field(factory=list)  # "else: of the if on line 62" when inside a branch or loop
+    # The function's simple statements that run before the selection (``B, T, C = x.size()``), dedented:
+    # what the shape template reads to know which inputs are ints and how dimensions tie together.
+    prelude: list[str] = field(factory=list)
     problems: list[str] = field(factory=list)
 
     @property
@@ -250,128 +262,321 @@ def _import_names(stmt_text: str) -> set[str]:
     return names
 
 
-def extract_region(source: str, start_line: int, end_line: int, path: str = "") -> Region:
-    """The Region of lines ``start_line``..``end_line`` (0-based, inclusive) of ``source``."""
-    src = source.encode("utf-8")
-    tree = _parser().parse(src)
-    root = tree.root_node
-    lines = source.splitlines()
-    # Trim blank / comment-only lines at the edges of the selection.
-    while start_line < end_line and start_line < len(lines) and lines[start_line].strip().startswith("#") | (not lines[start_line].strip()):
-        start_line += 1
-    while end_line > start_line and end_line < len(lines) and (not lines[end_line].strip() or lines[end_line].strip().startswith("#")):
-        end_line -= 1
-    region = Region(path=path, range=Range.of(start_line, 0, end_line, len(lines[end_line]) if end_line < len(lines) else 0))
-    if root.has_error:
-        region.problems.append("the file has syntax errors")
-    # The innermost function whose body holds the selection.
+# -- Locating the selection ------------------------------------------------------------------------------
+# Compound statements whose bodies a selection may sit in; the header (condition, loop) stays in Python.
+_BODIES = {"if_statement": "if", "for_statement": "for", "while_statement": "while", "with_statement": "with",
+           "try_statement": "try"}
+_CLAUSES = {"else_clause": "else", "elif_clause": "elif", "except_clause": "except", "finally_clause": "finally"}
+# Attributes every nn.Module has: the Task's Model has them too.
+_MODULE_ATTRS = {"training"}
+
+
+@define
+class _Selection:
+    """Where the selection lies, what it reads and writes: the facts the refusal checks look at."""
+
+    src: bytes
+    root: ts.Node
+    lines: list[str]
+    start: int
+    end: int
+    func: ts.Node | None = None
+    cls: ts.Node | None = None
+    block: ts.Node | None = None  # the innermost block holding the selected statements
+    statements: list[ts.Node] = field(factory=list)
+    split: ts.Node | None = None  # a statement the selection cuts through
+    nesting: list[str] = field(factory=list)  # "else: of the if on line 62", innermost last
+    loops: list[ts.Node] = field(factory=list)  # enclosing for / while statements
+    imports: set[str] = field(factory=set)
+    constants: dict[str, str] = field(factory=dict)
+    definitions: dict[str, tuple[int, str]] = field(factory=dict)  # top-level def / class -> (line, text)
+    locals_before: set[str] = field(factory=set)  # parameters and names the function binds before the selection
+    assigned: set[str] = field(factory=set)
+    unknown_calls: list[str] = field(factory=list)
+    non_tensor_calls: list[str] = field(factory=list)
+    unknown_self: list[str] = field(factory=list)
+
+
+def _innermost_function(root: ts.Node, start: int, end: int) -> ts.Node | None:
     func = None
     for n in _walk(root):
         if n.type == "function_definition":
             body = n.child_by_field_name("body")
-            if body is not None and body.start_point[0] <= start_line and end_line <= body.end_point[0]:
+            if body is not None and body.start_point[0] <= start and end <= body.end_point[0]:
                 func = n
-    if func is None:
-        region.problems.append("select statements inside a function or a forward method")
+    return func
+
+
+def _child_blocks(stmt: ts.Node) -> list[tuple[str, ts.Node]]:
+    """The bodies of a compound statement with a word saying which (``if``, ``else``, ``for`` ...)."""
+    word = _BODIES.get(stmt.type, stmt.type)
+    out = []
+    for child in stmt.named_children:
+        if child.type == "block":
+            out.append((word, child))
+        elif child.type in _CLAUSES:
+            for grand in child.named_children:
+                if grand.type == "block":
+                    out.append((_CLAUSES[child.type], grand))
+    return out
+
+
+def _descend(sel: _Selection) -> None:
+    """From the function body into the if / else / for / with body that holds the selection."""
+    block = sel.func.child_by_field_name("body")
+    while True:
+        stmts = [s for s in block.named_children if s.type != "comment"]
+        touched = [s for s in stmts if not (s.end_point[0] < sel.start or s.start_point[0] > sel.end)]
+        if len(touched) == 1 and touched[0].type in _BODIES:
+            inner = next(((w, b) for w, b in _child_blocks(touched[0])
+                          if b.start_point[0] <= sel.start and sel.end <= b.end_point[0]
+                          and sel.start > touched[0].start_point[0]), None)
+            if inner is not None:
+                word, block = inner
+                head = _BODIES[touched[0].type]
+                sel.nesting.append(f"{word}: of the {head} on line {touched[0].start_point[0] + 1}"
+                                   if word != head else f"the {head} body on line {touched[0].start_point[0] + 1}")
+                if touched[0].type in ("for_statement", "while_statement"):
+                    sel.loops.append(touched[0])
+                continue
+        sel.block = block
+        for s in touched:
+            if s.start_point[0] < sel.start or s.end_point[0] > sel.end:
+                sel.split = s
+                return
+        sel.statements = touched
+        return
+
+
+def _locate(source: str, start: int, end: int) -> _Selection:
+    src = source.encode("utf-8")
+    root = _parser().parse(src).root_node
+    sel = _Selection(src=src, root=root, lines=source.splitlines(), start=start, end=end)
+    sel.func = _innermost_function(root, start, end)
+    if sel.func is None:
+        return sel
+    cls = sel.func.parent.parent if sel.func.parent is not None and sel.func.parent.type == "block" else None
+    sel.cls = cls if cls is not None and cls.type == "class_definition" else None
+    _descend(sel)
+    return sel
+
+
+# -- Refusals: each a name and a check; the first group stops (nothing further can be known) -------------
+@define(frozen=True)
+class Refusal:
+    name: str
+    check: Any  # (_Selection, Region) -> str | None: the one sentence the user sees, with what to do
+    stops: bool = False
+
+
+def _syntax(sel: _Selection, region: Region) -> str | None:
+    return "the file has syntax errors" if sel.root.has_error else None
+
+
+def _outside_function(sel: _Selection, region: Region) -> str | None:
+    return "select statements inside a function or a forward method" if sel.func is None else None
+
+
+def _in_init(sel: _Selection, region: Region) -> str | None:
+    if sel.cls is not None and region.function == "__init__":
+        return "the selection is in __init__, which builds the module: select code from forward"
+    return None
+
+
+def _splits(sel: _Selection, region: Region) -> str | None:
+    if sel.split is None:
+        return None
+    s0, s1 = sel.split.start_point[0], sel.split.end_point[0]
+    return f"the selection splits a statement (lines {s0 + 1}-{s1 + 1}); select whole statements"
+
+
+def _empty(sel: _Selection, region: Region) -> str | None:
+    return "select whole statements of the function body" if not sel.statements else None
+
+
+def _control_flow(sel: _Selection, region: Region) -> str | None:
+    s = next((s for s in sel.statements if s.type in _CONTROL), None)
+    if s is None:
+        return None
+    kind = s.type.replace("_statement", "")
+    return (f"the selection has Python control flow ({kind} on line {s.start_point[0] + 1}); a kernel cannot branch "
+            f"on tensor values: select the statements inside the {kind} (its condition stays in Python)")
+
+
+def _early_return(sel: _Selection, region: Region) -> str | None:
+    rets = [s for s in sel.statements if s.type == "return_statement"]
+    return "a return before the end of the selection" if rets and rets[-1] is not sel.statements[-1] or len(rets) > 1 else None
+
+
+def _unknown_call(sel: _Selection, region: Region) -> str | None:
+    return "; ".join(f"calls {name}(), which Stitch does not know" for name in sel.unknown_calls) or None
+
+
+def _non_tensor_call(sel: _Selection, region: Region) -> str | None:
+    return "; ".join(f"calls {name}(), which is not a tensor op" for name in sel.non_tensor_calls) or None
+
+
+def _unknown_self(sel: _Selection, region: Region) -> str | None:
+    return "; ".join(f"self.{name} is not set in __init__; Stitch cannot re-create it"
+                     for name in sel.unknown_self) or None
+
+
+def _no_ops(sel: _Selection, region: Region) -> str | None:
+    return "the selection has no tensor ops" if not region.ops and not region.problems else None
+
+
+def _unused(sel: _Selection, region: Region) -> str | None:
+    if region.returns or region.outputs or region.problems:
+        return None
+    return "nothing the selection computes is used after it"
+
+
+REFUSALS: tuple[Refusal, ...] = (
+    Refusal("syntax-error", _syntax),
+    Refusal("outside-function", _outside_function, stops=True),
+    Refusal("in-init", _in_init, stops=True),
+    Refusal("splits-statement", _splits, stops=True),
+    Refusal("no-whole-statement", _empty, stops=True),
+    Refusal("control-flow", _control_flow),
+    Refusal("early-return", _early_return),
+    Refusal("unknown-call", _unknown_call),
+    Refusal("non-tensor-call", _non_tensor_call),
+    Refusal("unknown-attribute", _unknown_self),
+    Refusal("no-tensor-ops", _no_ops),
+    Refusal("result-unused", _unused),
+)
+_LOCATION = REFUSALS[:5]
+_CONTENT = REFUSALS[5:]
+
+
+def _refuse(checks: tuple[Refusal, ...], sel: _Selection, region: Region) -> bool:
+    """Run ``checks`` in order; True when one that stops refused."""
+    for refusal in checks:
+        message = refusal.check(sel, region)
+        if message:
+            region.problems.append(message)
+            if refusal.stops:
+                return True
+    return False
+
+
+def extract_region(source: str, start_line: int, end_line: int, path: str = "") -> Region:
+    """The Region of lines ``start_line``..``end_line`` (0-based, inclusive) of ``source``."""
+    lines = source.splitlines()
+    # Trim blank / comment-only lines at the edges of the selection.
+    while start_line < end_line and start_line < len(lines) and (lines[start_line].strip().startswith("#") or not lines[start_line].strip()):
+        start_line += 1
+    while end_line > start_line and end_line < len(lines) and (not lines[end_line].strip() or lines[end_line].strip().startswith("#")):
+        end_line -= 1
+    region = Region(path=path, range=Range.of(start_line, 0, end_line, len(lines[end_line]) if end_line < len(lines) else 0))
+    sel = _locate(source, start_line, end_line)
+    if sel.func is not None:
+        region.function = _text(sel.src, sel.func.child_by_field_name("name"))
+        region.class_name = _text(sel.src, sel.cls.child_by_field_name("name")) if sel.cls is not None else None
+    if _refuse(_LOCATION, sel, region):
         return region
-    region.function = _text(src, func.child_by_field_name("name"))
-    cls = func.parent.parent if func.parent is not None and func.parent.type == "block" else None
-    if cls is not None and cls.type != "class_definition":
-        cls = None
-    region.class_name = _text(src, cls.child_by_field_name("name")) if cls is not None else None
-    if cls is not None and region.function == "__init__":
-        region.problems.append("the selection is in __init__, which builds the module: select code from forward")
-        return region
+    _describe(sel, region)
+    _data_flow(sel, region)
+    _ops(sel, region)
+    _module_needs(sel, region)
+    _refuse(_CONTENT, sel, region)
+    return region
+
+
+# -- What the selection is ------------------------------------------------------------------------------
+def _describe(sel: _Selection, region: Region) -> None:
+    src, first, last = sel.src, sel.statements[0], sel.statements[-1]
     params = []
-    for p in func.child_by_field_name("parameters").named_children:
+    for p in sel.func.child_by_field_name("parameters").named_children:
         name_node = p if p.type == "identifier" else (p.child_by_field_name("name") or (p.named_children[0] if p.named_children else None))
         if name_node is not None:
             params.append(_text(src, name_node))
     region.function_params = [p for p in params if p != "self"]
-    body = func.child_by_field_name("body")
-    stmts = [s for s in body.named_children if s.type != "comment"]
-    selected = []
-    for s in stmts:
-        s0, s1 = s.start_point[0], s.end_point[0]
-        if s1 < start_line or s0 > end_line:
-            continue
-        if s0 < start_line or s1 > end_line:
-            region.problems.append(f"the selection splits a statement (lines {s0 + 1}-{s1 + 1}); select whole statements")
-            return region
-        selected.append(s)
-    if not selected:
-        # A selection inside a nested block (an if / for body) or within one statement's lines.
-        region.problems.append("select whole statements of the function body")
-        return region
-    after = [s for s in stmts if s.start_point[0] > end_line]
-    region.range = Range.of(selected[0].start_point[0], selected[0].start_point[1],
-                            selected[-1].end_point[0], selected[-1].end_point[1])
-    region.indent = lines[selected[0].start_point[0]][: selected[0].start_point[1]]
-    first, last = selected[0].start_point[0], selected[-1].end_point[0]
-    region.body = textwrap.dedent("\n".join(lines[first:last + 1]))
-    imports, constants, defined, import_lines = _module_facts(root, src)
-    local_imports = _local_imports(func, first, src)
+    region.range = Range.of(first.start_point[0], first.start_point[1], last.end_point[0], last.end_point[1])
+    region.indent = sel.lines[first.start_point[0]][: first.start_point[1]]
+    region.body = textwrap.dedent("\n".join(sel.lines[first.start_point[0]:last.end_point[0] + 1]))
+    region.nesting = list(sel.nesting)
+    region.prelude = _prelude(sel)
+    imports, constants, _defined, import_lines = _module_facts(sel.root, src)
+    local_imports = _local_imports(sel.func, first.start_point[0], src)
     for line in local_imports:
         imports |= _import_names(line)
+    sel.imports, sel.constants = imports, constants
+    sel.definitions = top_level_definitions(sel.root, src, sel.lines)
     region.imports = import_lines + local_imports
-    init_needs, init_params, init_locals = _init_facts(cls, src) if cls is not None else ({}, [], {})
-    region.init_params = init_params
-    # Data flow.
-    assigned: set[str] = set()
-    written_order: list[str] = []
-    for s in selected:
-        if s.type in _CONTROL:
-            region.problems.append(f"the selection has Python control flow ({s.type.replace('_statement', '')} on line {s.start_point[0] + 1}); "
-                                   "a kernel cannot branch on tensor values")
+    # Names bound in the function before the selection: locals, which shadow builtins (``input``).
+    sel.locals_before = set(params)
+    for n in _walk(sel.func.child_by_field_name("body")):
+        if n.start_point[0] >= first.start_point[0]:
             continue
+        if n.type in ("assignment", "augmented_assignment", "for_statement"):
+            sel.locals_before |= set(_targets(n.child_by_field_name("left"), src))
+
+
+def _prelude(sel: _Selection) -> list[str]:
+    """Simple statements of the function (and of the blocks around the selection) above the selection."""
+    out: list[tuple[int, str]] = []
+    first = sel.statements[0].start_point[0]
+    holders = [sel.func.child_by_field_name("body")]
+    for n in _walk(sel.func.child_by_field_name("body")):
+        if n.type == "block" and n.start_point[0] <= first <= n.end_point[0] and n not in holders:
+            holders.append(n)
+    for block in holders:
+        for s in block.named_children:
+            if s.end_point[0] < first and s.type == "expression_statement":
+                out.append((s.start_point[0], statement_text(sel.lines, sel.src, s)))
+    return [text for _, text in sorted(out)]
+
+
+def _data_flow(sel: _Selection, region: Region) -> None:
+    src = sel.src
+    assigned: set[str] = set()
+    written: list[str] = []
+    inputs: list[str] = []
+    for s in sel.statements:
         if s.type == "return_statement":
-            if s is not selected[-1]:
-                region.problems.append("a return before the end of the selection")
             region.returns = True
             expr = s.named_children[0] if s.named_children else None
             region.return_expr = _text(src, expr) if expr is not None else ""
+        if s.type in _CONTROL:
+            continue
         reads, writes = _statement_io(s, src)
         for r in reads:
-            if r not in assigned and r not in region.inputs:
-                region.inputs.append(r)
+            if r not in assigned and r not in inputs:
+                inputs.append(r)
         for w in writes:
             assigned.add(w)
-            if w not in written_order:
-                written_order.append(w)
+            if w not in written:
+                written.append(w)
+    sel.assigned = assigned
+    # Read after the selection: later in the function, or anywhere in a loop around it (the next iteration).
     used_after: set[str] = set()
-    for s in after:
-        used_after.update(_reads(s, src))
-        for n in _walk(s):
-            if n.type == "identifier":
-                used_after.add(_text(src, n))
-    region.outputs = [w for w in written_order if w in used_after]
-    # Names that are not variables: imports, builtins, module constants, self.
+    end = sel.statements[-1].end_point[0]
+    for n in _walk(sel.func.child_by_field_name("body")):
+        if n.type == "identifier" and n.start_point[0] > end:
+            used_after.add(_text(src, n))
+    for loop in sel.loops:
+        used_after |= identifiers(loop, src)
+    region.outputs = [w for w in written if w in used_after]
     free = []
-    for name in region.inputs:
-        if name == "self":
+    for name in inputs:
+        if name == "self" or (name in sel.imports and name not in sel.locals_before):
             continue
-        if name in imports:
+        if name in sel.constants and name not in sel.locals_before:
+            region.module_names[name] = sel.constants[name]
             continue
-        if name in constants and name not in region.function_params:
-            region.module_names[name] = constants[name]
-            continue
-        if name in defined:
-            region.problems.append(f"calls {name}(), defined in this file: fuse inside it, or inline it")
-            continue
-        if hasattr(builtins, name) and name not in assigned:
+        if name in sel.definitions and name not in sel.locals_before:
+            continue  # a function or class of this file: copied into the Task, inlined by tracing
+        if hasattr(builtins, name) and name not in assigned and name not in sel.locals_before:
             continue
         free.append(name)
     region.inputs = free
-    # Ops and what the selection needs from the module.
-    seen_self: list[str] = []
-    for s in selected:
+
+
+def _ops(sel: _Selection, region: Region) -> None:
+    src = sel.src
+    for s in sel.statements:
         for n in _walk(s):
-            if n.type == "attribute":
-                obj = n.child_by_field_name("object")
-                if obj is not None and obj.type == "identifier" and _text(src, obj) == "self":
-                    attr = _text(src, n.child_by_field_name("attribute"))
-                    if attr not in seen_self:
-                        seen_self.append(attr)
             if n.type == "call":
                 fn = n.child_by_field_name("function")
                 label = _text(src, fn)
@@ -379,20 +584,20 @@ def extract_region(source: str, start_line: int, end_line: int, path: str = "") 
                     obj = fn.child_by_field_name("object")
                     attr = _text(src, fn.child_by_field_name("attribute"))
                     root_name = _text(src, obj).split(".")[0].split("(")[0]
-                    if root_name in imports or _text(src, obj) == "self":
+                    if root_name in sel.imports or _text(src, obj) == "self" or root_name in sel.definitions:
                         region.ops.append(label)
                     elif attr not in _VIEW_METHODS:
                         region.ops.append("." + attr)
                 elif fn.type == "identifier":
-                    if label in defined:
-                        pass  # reported above
-                    elif label in imports:
+                    if label in sel.locals_before or label in sel.assigned:
+                        region.ops.append(label)  # a callable the function holds (a submodule from a list)
+                    elif label in sel.definitions or label in sel.imports:
                         region.ops.append(label)
                     elif hasattr(builtins, label):
-                        if label not in _TENSOR_BUILTINS:
-                            region.problems.append(f"calls {label}(), which is not a tensor op")
-                    else:
-                        region.problems.append(f"calls {label}(), which Stitch does not know")
+                        if label not in _TENSOR_BUILTINS and label not in sel.non_tensor_calls:
+                            sel.non_tensor_calls.append(label)
+                    elif label not in sel.unknown_calls:
+                        sel.unknown_calls.append(label)
             elif n.type in ("binary_operator", "augmented_assignment"):
                 op = n.child_by_field_name("operator")
                 sym = _text(src, op).rstrip("=") if op is not None else ""
@@ -400,31 +605,72 @@ def extract_region(source: str, start_line: int, end_line: int, path: str = "") 
                     region.ops.append(sym)
             elif n.type == "unary_operator" and _text(src, n).startswith("-") and n.named_children and n.named_children[0].type not in ("integer", "float"):
                 region.ops.append("neg")
-    for name in seen_self:
+
+
+def _module_needs(sel: _Selection, region: Region) -> None:
+    """Attributes, methods, ``__init__`` statements, the file's definitions and constants the Task re-creates."""
+    src = sel.src
+    used = [a for s in sel.statements for a in self_attributes(s, src)]
+    used = [a for i, a in enumerate(used) if a not in used[:i] and a not in _MODULE_ATTRS]
+    init_needs, init_params, init_locals = _init_facts(sel.cls, src) if sel.cls is not None else ({}, [], {})
+    region.init_params = init_params
+    methods = class_methods(sel.cls, src, sel.lines) if sel.cls is not None else {}
+    # Methods of the class the selection calls (``self._norm(x)``), and what they use in turn.
+    attrs: list[str] = []
+    pending = list(used)
+    while pending:
+        name = pending.pop(0)
+        if name in attrs or name in region.methods or name in _MODULE_ATTRS:
+            continue
+        if name in methods and name not in init_needs and name != region.function:
+            node = methods[name]
+            region.methods[name] = statement_text(sel.lines, src, node)
+            pending += self_attributes(node, src)
+        else:
+            attrs.append(name)
+    init = next((m for n, m in methods.items() if n == "__init__"), None)
+    init_fn = (init.child_by_field_name("definition") if init is not None and init.type == "decorated_definition" else init)
+    stmts = init_statements(init_fn, sel.lines, src) if init_fn is not None else []
+    chosen, unbuilt = needed_statements(stmts, set(attrs))
+    for name in attrs:
         need = init_needs.get(name)
         region.self_needs.append(need if need is not None else SelfNeed(name, "unknown"))
-        if need is None:
-            region.problems.append(f"self.{name} is not set in __init__; Stitch cannot re-create it")
-    # What re-creating the used attributes needs: __init__'s locals and module constants, transitively.
-    wanted = set(region.module_names)
-    pending = [need.init_source for need in region.self_needs] + list(region.module_names.values())
+    sel.unknown_self = [a for a in attrs if a in unbuilt and a not in methods]
+    sel.unknown_self += [a for a in unbuilt - set(attrs) if a not in methods and a not in _MODULE_ATTRS
+                         and a not in sel.unknown_self]
+    region.init_statements = {s.line: s.text for s in chosen}
+    # Names the re-created code reads: the file's constants, functions and classes, transitively.
     param_names = {p for p, _ in init_params}
-    while pending:
-        for word in set(_WORD.findall(pending.pop())):
-            if word in init_locals and word not in region.init_locals and word not in param_names:
-                region.init_locals[word] = init_locals[word]
-                pending.append(init_locals[word])
-            elif word in constants and word not in wanted and word not in param_names:
-                wanted.add(word)
-                pending.append(constants[word])
+    local_names = set().union(*(s.binds_local for s in chosen)) if chosen else set()
+    words: set[str] = set()
+    for s in sel.statements:
+        words |= identifiers(s, src)
+    for s in chosen:
+        words |= s.names - local_names - param_names
+    for text in region.methods.values():
+        words |= _identifiers_of(text)
+    wanted_consts: set[str] = set(region.module_names)
+    wanted_defs: set[str] = set()
+    pending_words = list(words)
+    while pending_words:
+        word = pending_words.pop()
+        if word in sel.definitions and word not in wanted_defs and word != region.class_name:
+            wanted_defs.add(word)
+            pending_words += list(_identifiers_of(sel.definitions[word][1]))
+        elif word in sel.constants and word not in wanted_consts and word not in param_names:
+            wanted_consts.add(word)
+            pending_words += list(_identifiers_of(sel.constants[word]))
+    region.helpers = {name: text for name, (line, text) in sorted(sel.definitions.items(), key=lambda kv: kv[1][0])
+                      if name in wanted_defs}
     # In file order: a constant may be defined from an earlier one.
-    region.module_names = {k: v for k, v in constants.items() if k in wanted}
-    region.init_locals = {k: v for k, v in init_locals.items() if k in region.init_locals}
-    if not region.ops and not region.problems:
-        region.problems.append("the selection has no tensor ops")
-    if not region.returns and not region.outputs and not region.problems:
-        region.problems.append("nothing the selection computes is used after it")
-    return region
+    region.module_names = {k: v for k, v in sel.constants.items() if k in wanted_consts}
+    region.init_locals = {k: v for k, v in init_locals.items()
+                          if any(k in s.binds_local for s in chosen) and k not in param_names}
+
+
+def _identifiers_of(text: str) -> set[str]:
+    src = text.encode("utf-8")
+    return identifiers(_parser().parse(src).root_node, src)
 
 
 def shape_comment_line(region: Region) -> int:

@@ -44,11 +44,14 @@ class WorkerSpec:
     sanitize: bool = False
     task_timeout_s: float = 900.0
     no_cache: bool = False  # measure again: no verdict cache, no reused torch.compile baseline
+    precision: str = "fp32"
 
     def backend_options(self, workdir: Path) -> dict[str, Any]:
         options: dict[str, Any] = {"workdir": str(workdir), "profile": self.profile, "sanitize": self.sanitize}
         if self.no_cache:
             options["no_cache"] = True
+        if self.precision != "fp32":  # named only when asked for: backends written before it take the default
+            options["precision"] = self.precision
         return options
 
 

@@ -14,6 +14,8 @@ from stitch_lsp.benchsuite.results import GpuInfo
 from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.contract.copy_bandwidth import CopyBandwidthReply, CopyBandwidthRequest
 
+from stitch_lsp.child_env import tool_env
+
 
 def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
     env = os.environ if env is None else env
@@ -24,7 +26,7 @@ def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
     if not smi:
         return []
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, env=tool_env())
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]

@@ -28,6 +28,8 @@ class TaskResult:
     level: int | None = None
     tags: list[str] = field(factory=list)
     dtype: str = ""
+    # The precision the task ran in (--precision: the model and the floating inputs cast, as KernelBench does).
+    precision: str = ""
     coder: str = ""
     compiled: bool | None = None  # None: no candidate was compiled
     speedup_vs_eager: float | None = None  # GPU time (see Timing.measure), median of per-round ratios
@@ -140,6 +142,7 @@ class RunInfo:
     filters: str = ""
     stitch_version: str = ""
     executor: str = ""  # where the tasks ran: "local", or the Ray cluster and its GPUs
+    precision: str = ""  # fp32 | bf16 | fp16 ("" in runs recorded before the option: fp32)
 
 
 @define

@@ -20,6 +20,7 @@ from stitch_lsp.benchsuite.stats import COPY_TARGET, GOAL_VS_COMPILE, GOAL_VS_EA
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter
 from stitch_lsp.pipeline import Task
+from stitch_lsp.task.precision import cast_source, dtype_of, precision_of
 from stitch_lsp.settings import Settings
 
 
@@ -58,14 +59,18 @@ class _State:
     verifier: Any = None
     copy_gbs: float | None = None  # this GPU's, once measured
     no_cache: bool = False
+    precision: str = "fp32"  # every task cast to it (stitch_lsp.task.precision)
 
 
 _state = _State()
 
 
-def configure(workdir: str = "", profile: str | bool = "all", sanitize: bool = False, no_cache: bool = False) -> None:
+def configure(workdir: str = "", profile: str | bool = "all", sanitize: bool = False, no_cache: bool = False,
+              precision: str = "fp32") -> None:
     """Called once by the shard with the run's choices, before any task."""
     _state.no_cache = no_cache
+    dtype_of(precision)  # a bad name fails here, before any task
+    _state.precision = precision
     if workdir:
         _state.workdir = Path(workdir)
     _state.profile = {True: "all", False: "none"}.get(profile, profile) if isinstance(profile, bool) else profile
@@ -119,7 +124,8 @@ class OptionsVerifier:
     def verify(self, reference_source: str, candidate: Any, options: Any = None, **kwargs: Any) -> Any:
         from stitch_lsp.contract.verify import VerifyOptions
 
-        options = attrs.evolve(options or VerifyOptions(), profile=self.profile_mode == "all", sanitize=self.sanitize)
+        options = attrs.evolve(options or VerifyOptions(), profile=self.profile_mode == "all", sanitize=self.sanitize,
+                               precision=precision_of(reference_source))
         if self.no_cache:
             options = attrs.evolve(options, use_cache=False)
         verdict = self._inner.verify(reference_source, candidate, options, **kwargs)
@@ -160,10 +166,10 @@ def verifier(settings: Settings) -> Any:
     return _state.verifier
 
 
-def pipeline_task(task: BenchTask) -> Task:
+def pipeline_task(task: BenchTask, precision: str = "fp32") -> Task:
     return Task(
         name=task.name,
-        source=Path(task.path).read_text(encoding="utf-8"),
+        source=cast_source(Path(task.path).read_text(encoding="utf-8"), precision),
         origin_path=None,  # a suite task: nothing to edit, no kernel files written into a workspace
         shape_source="get_inputs",
     )
@@ -177,7 +183,7 @@ def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToke
         raise RuntimeError(f"the fuse service is not available in this build ({exc})") from exc
     checker = verifier(settings)
     checker.task, checker.copy_gbs = task, _state.copy_gbs
-    outcome = fuse_task(pipeline_task(task), settings, coder=coder, verifier=checker, cancel=cancel,
+    outcome = fuse_task(pipeline_task(task, _state.precision), settings, coder=coder, verifier=checker, cancel=cancel,
                         report=report, workdir=_state.workdir, device=checker.device_info(),
                         verify_library_only=True)
     result = to_result(
@@ -190,6 +196,7 @@ def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToke
         gemm_fallback="; ".join(filter(None, [str(getattr(outcome, "gemm_fallback", "") or ""),
                                               str(getattr(outcome, "layout_fallback", "") or "")])),
     )
+    result.precision = _state.precision
     return result, to_detail(task, outcome)
 
 

@@ -37,6 +37,7 @@ from stitch_lsp.benchsuite.results import (
 from stitch_lsp.benchsuite.stage_clock import StageClock
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.cancellation import Cancelled, CancelToken, ProgressEvent
+from stitch_lsp.child_env import ANTHROPIC_KEY, llm_worker_env
 from stitch_lsp.serde import from_dict, to_dict
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Verdict, VerdictStatus
@@ -183,11 +184,13 @@ class ShardWorker:
 
     # -- process management
     def _env(self) -> dict[str, str]:
-        env = dict(self.base_env)
+        # Allowlisted (child_env); the Anthropic key only for a shard whose Coder may call the API.
+        # (What this shard starts in turn, the Verifier's worker above all, gets an allowlisted
+        # environment again: the key goes no further.)
+        key = self.base_env.get(ANTHROPIC_KEY) if self.coder != "template" else None
+        env = llm_worker_env(key, self.settings.extra_env, source=self.base_env)
         if self.device not in ("", "cpu"):
             env["CUDA_VISIBLE_DEVICES"] = self.device
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
         return env
 

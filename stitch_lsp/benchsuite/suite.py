@@ -44,6 +44,7 @@ class BenchOptions:
     measure_bandwidth: bool = True
     profile: str = "all"  # Nsight Compute on every candidate (all), on those short of a goal (misses), or none
     sanitize: bool = False
+    precision: str = "fp32"  # fp32 | bf16 | fp16: the model and the floating inputs cast (stitch_lsp.task.precision)
     backend: str = DEFAULT_BACKEND
     command: str = ""
     verbose: bool = False
@@ -54,7 +55,7 @@ def worker_spec(options: BenchOptions, settings: Settings) -> WorkerSpec:
     return WorkerSpec(coder=options.coder, settings=settings, run_dir=options.run_dir,
                       run_id=options.run_dir.name, tasks_dir=options.tasks_dir, backend=options.backend,
                       profile=options.profile, sanitize=options.sanitize, task_timeout_s=options.task_timeout_s,
-                      no_cache=options.no_cache)
+                      no_cache=options.no_cache, precision=options.precision)
 
 
 def _fmt_finished(result: TaskResult) -> str:
@@ -195,6 +196,9 @@ def _run(options: BenchOptions, settings: Settings, out: TextIO, executor: Execu
             raise BenchError(f"nothing to resume in {options.run_dir} (no run.json)")
         if info.coder != options.coder:
             raise BenchError(f"{options.run_dir} was run with --coder {info.coder}; resume it with the same coder")
+        if (info.precision or "fp32") != options.precision:
+            raise BenchError(f"{options.run_dir} was run with --precision {info.precision or 'fp32'}; resume it with "
+                             "the same precision")
         previous = {n: r for n, r in store.finished().items()
                     if n in {t.name for t in chosen} and r.status not in options.rerun}
     elif info is not None:
@@ -208,6 +212,7 @@ def _run(options: BenchOptions, settings: Settings, out: TextIO, executor: Execu
         started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         filters=_describe_filter(options.filter, options.part),
         stitch_version=__version__,
+        precision=options.precision,
     )
     if options.resume and info is not None:
         run.started, run.gpus = info.started, info.gpus
@@ -224,6 +229,7 @@ def _run(options: BenchOptions, settings: Settings, out: TextIO, executor: Execu
     store.save_info(run)
     where = "" if executor.label == "local" else f" ({executor.label})"
     print(f"stitch bench: {len(chosen)} tasks ({len(previous)} already done), coder {options.coder}, "
+          + (f"precision {options.precision}, " if options.precision != "fp32" else "")
           + (f"{len(workers)} worker(s) on GPU {', '.join(w.slot for w in workers)}{where}; " if workers else
              "interrupted while its workers started; " if todo else "nothing to run; ")
           + f"results in {options.run_dir}", file=out, flush=True)
@@ -245,6 +251,8 @@ def _run(options: BenchOptions, settings: Settings, out: TextIO, executor: Execu
     for error in outcome.errors if outcome else []:
         print(f"warning: {error}", file=out)
 
+    for r in printer.results:  # rows of tasks that never reached the Coder (a lost worker) carry it too
+        r.precision = r.precision or options.precision
     results = {**previous, **{r.name: r for r in printer.results}}
     ordered = [results[t.name] for t in chosen if t.name in results]
     copy_gbs = next((g.copy_bandwidth_gbs for g in run.gpus if g.copy_bandwidth_gbs), None)

@@ -134,7 +134,8 @@ def render_misses(results: list[TaskResult], copy_gbs: float | None) -> str:
 def render(report: BenchReport) -> str:
     run = report.run
     where = f"  on {run.executor}" if run.executor not in ("", "local") else ""
-    parts = [f"stitch bench  run {run.run_id}  coder {run.coder}  tasks {run.tasks_dir}{where}"]
+    precision = f"  precision {run.precision}" if run.precision and run.precision != "fp32" else ""
+    parts = [f"stitch bench  run {run.run_id}  coder {run.coder}{precision}  tasks {run.tasks_dir}{where}"]
     for gpu in run.gpus:
         dev = gpu.device
         name = f"{dev.name} (driver {dev.driver}, CUDA {dev.cuda}, torch {dev.torch})" if dev else "unknown device"

@@ -16,12 +16,14 @@ import sys
 from pathlib import Path
 
 from stitch_lsp.benchsuite.shard import DEFAULT_BACKEND
+from stitch_lsp.task.precision import DEFAULT as DEFAULT_PRECISION, PRECISIONS
 from stitch_lsp.benchsuite.store import DEFAULT_BASE, latest_run, new_run_id
 from stitch_lsp.benchsuite.suite import BenchError, BenchOptions, list_tasks, run_bench
 from stitch_lsp.benchsuite.table import render
 from stitch_lsp.benchsuite.tasks import TaskFileError, TaskFilter
 from stitch_lsp.serde import to_json
-from stitch_lsp.settings import Settings, from_pyproject, merge
+from stitch_lsp.commands.workspace_settings import tell
+from stitch_lsp.settings import Layer, Settings, from_pyproject, read_settings
 
 CODERS = ("template", "llm", "auto")
 
@@ -88,6 +90,9 @@ def add_parser(subparsers) -> None:
                         "(misses: < 1.5x eager, < 1.1x torch.compile or < 80%% of copy bandwidth), or none")
     p.add_argument("--no-profile", dest="profile", action="store_const", const="none", help="same as --profile none")
     p.add_argument("--sanitize", action="store_true", help="also run compute-sanitizer on every candidate")
+    p.add_argument("--precision", choices=tuple(PRECISIONS), default=DEFAULT_PRECISION,
+                   help="run every task in this precision, as KernelBench's harness does: the model's floating "
+                        "parameters and buffers and the floating inputs cast (default fp32, the tasks as written)")
     p.add_argument("--no-bandwidth", action="store_true", help="skip measuring the copy bandwidth")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="verify every task N times, each time in fresh processes with no cache; prints the median "
@@ -116,7 +121,10 @@ def _run_dir(args) -> Path:
 
 
 def run(args) -> int:
-    settings, _ = merge(Settings(), from_pyproject(Path.cwd()))
+    # Benchmarking means running the task files and generated kernels: asking for it is the trust.
+    built = read_settings([Layer("pyproject.toml", from_pyproject(Path.cwd()), True)], root=Path.cwd(), trusted=True)
+    tell(built, "bench")
+    settings = built.settings
     coder = args.coder or settings.coder or "auto"
     # Benchmarking means running the task files and generated kernels: asking for it is the trust.
     settings = settings.replace(trusted=True, gpu_index=0, coder=coder)
@@ -141,6 +149,7 @@ def run(args) -> int:
             measure_bandwidth=not args.no_bandwidth,
             profile=args.profile,
             sanitize=args.sanitize,
+            precision=args.precision,
             command="stitch " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             verbose=args.verbose,
             backend=args.backend,

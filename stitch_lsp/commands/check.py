@@ -16,8 +16,8 @@ from pathlib import Path
 
 from stitch_lsp.findings import Severity
 from stitch_lsp.serde import to_dict
-from stitch_lsp.commands.workspace_settings import add_trust_flag, load
-from stitch_lsp.settings import Settings
+from stitch_lsp.commands.workspace_settings import add_trust_flag, load, tell
+from stitch_lsp.settings import Settings, with_overrides
 
 SUFFIXES = (".cu", ".cuh")
 _SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "info", Severity.HINT: "hint"}
@@ -72,9 +72,11 @@ def settings_for(args: argparse.Namespace) -> Settings:
         overrides["nvcc_path"] = args.nvcc_path
     if args.include_paths:
         overrides["include_paths"] = list(settings.include_paths) + [str(Path(i).resolve()) for i in args.include_paths]
-    if args.timeout:
+    if args.timeout is not None:
         overrides["compile_timeout_s"] = args.timeout
-    return settings.replace(**overrides)
+    built = with_overrides(settings, overrides)
+    tell(built, "check")
+    return built.settings
 
 
 def run(args: argparse.Namespace) -> int:

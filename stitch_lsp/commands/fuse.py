@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(.stitch/gemm_tiles.json); later fuses use them")
     p.add_argument("--no-record", action="store_true",
                    help="never run the file's get_inputs() to record missing shapes")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                   help="fuse for this precision: the task's model and floating inputs cast, as KernelBench's "
+                        "harness does (default fp32); shapes recorded from your program keep their recorded dtypes")
     add_trust_flag(p)
     p.add_argument("--candidates", type=int, default=None, metavar="N",
                    help="LLM Coder: candidates asked for and verified at once each round (default: the "
@@ -44,6 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _workspace_for(path: Path) -> Path:
+    for parent in [path.parent, *path.parent.parents]:
+        if (parent / ".stitch" / "recordings").is_dir():  # where `stitch record` ran: the recordings' root
+            return parent
     for parent in [path.parent, *path.parent.parents]:
         if (parent / "pyproject.toml").exists() or (parent / ".git").exists():
             return parent
@@ -59,6 +65,11 @@ def parse_target(target: str) -> tuple[Path, int, int]:
     if start < 1 or end < start:
         raise ValueError(f"bad line range {start}-{end}")
     return Path(m.group(1)), start, end
+
+
+def _has_get_inputs(source: str) -> bool:
+    """The file's own entry point the get_inputs() recorder runs (a benchmark-style file)."""
+    return re.search(r"^def get_inputs\(", source, re.M) is not None
 
 
 def _verifier(settings, root: Path, coder: str = "template", cluster: str | None = None):
@@ -104,14 +115,14 @@ def run(args: argparse.Namespace) -> int:
     if args.candidates is not None:
         settings = settings.replace(candidates_per_round=max(1, args.candidates))
     rel = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
-    prepared = prepare(source, rel, start - 1, end - 1, settings)
-    if prepared.task is None and prepared.missing_shapes and not args.no_record:
+    prepared = prepare(source, rel, start - 1, end - 1, settings, root=root)
+    if prepared.task is None and prepared.missing_shapes and not args.no_record and _has_get_inputs(source):
         # Asked for from a terminal: run the file's own entry point under the shape recorder.
         from stitch_lsp.task.shapes import record
 
         recorded, why = record(prepared.region, source, python=settings.python)
         if recorded is not None:
-            prepared = prepare(source, rel, start - 1, end - 1, settings, recorded)
+            prepared = prepare(source, rel, start - 1, end - 1, settings, recorded, root=root)
         elif not args.json:
             print(f"stitch fuse: shape recorder: {why}", file=sys.stderr)
     if prepared.task is None:
@@ -136,6 +147,18 @@ def run(args: argparse.Namespace) -> int:
             verifier.close()
 
 
+def with_precision(task, precision: str, quiet: bool = False):
+    """``task`` cast to ``precision``, unless its shapes were recorded from the user's program (those dtypes win)."""
+    import attrs
+
+    from stitch_lsp.task.precision import cast_source, for_task
+
+    chosen, note = for_task(precision, task.shape_source, [t.dtype for t in task.inputs])
+    if note and not quiet:
+        print(f"stitch fuse: {note}", file=sys.stderr)
+    return attrs.evolve(task, source=cast_source(task.source, chosen)) if chosen != "fp32" else task
+
+
 def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, settings, prepared, verifier) -> int:
     from stitch_lsp.fuse.edit import apply_text_edits, build_edit, names_for
     from stitch_lsp.fuse.service import fuse_task, outcome_json
@@ -144,7 +167,9 @@ def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, setting
         if not args.json:
             print(f"[{ev.stage}] {ev.message}", file=sys.stderr)
 
-    task = prepared.task
+    task = with_precision(prepared.task, args.precision, quiet=args.json)
+    if prepared.shapes_from() and not args.json:
+        print(f"Shapes: {prepared.shapes_from()}", file=sys.stderr)
     module_path, func = names_for(task, settings)
     outcome = fuse_task(task, settings, coder=args.coder, verifier=verifier, cancel=CancelToken(),
                         report=report, workdir=root, edit_namer=lambda _o: (module_path, func),

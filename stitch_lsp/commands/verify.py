@@ -8,8 +8,10 @@ from pathlib import Path
 
 from stitch_lsp.cancellation import CancelToken, ProgressEvent
 from stitch_lsp.pipeline import Candidate
+from stitch_lsp.task.precision import DEFAULT as DEFAULT_PRECISION, PRECISIONS, cast_source
 from stitch_lsp.serde import to_json
-from stitch_lsp.settings import Settings
+from stitch_lsp.commands.workspace_settings import tell
+from stitch_lsp.settings import Settings, with_overrides
 from stitch_lsp.verdict import Verdict, VerdictStatus
 
 EXIT_CORRECT = 0
@@ -47,6 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
                    help="at most this much GPU memory for the checks (default: what is free); a task that cannot "
                         "fit ends TOO_LARGE before anything runs")
+    p.add_argument("--precision", choices=tuple(PRECISIONS), default=DEFAULT_PRECISION,
+                   help="run both models in this precision, as KernelBench's harness does: their floating "
+                        "parameters and buffers and the floating inputs cast (default fp32: as written)")
     p.add_argument("--workdir", default="", help="where job files go (default: .stitch/verify in the current folder)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=run)
@@ -70,16 +75,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"stitch verify: the {label} {path} does not exist", file=sys.stderr)
             return EXIT_USAGE
     try:
-        reference = ref_path.read_text()
+        reference = cast_source(ref_path.read_text(), args.precision)
         candidate = read_candidate(cand_path)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"stitch verify: cannot read the input: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    checked = with_overrides(Settings(), {"verify_timeout_s": args.timeout, "gpu_index": args.gpu})
+    tell(checked, "verify")
+    args.timeout, args.gpu = checked.settings.verify_timeout_s, checked.settings.gpu_index
     options = VerifyOptions(trials=args.trials, timing=not args.no_timing, profile=args.profile,
                             sanitize=args.sanitize, timeout_s=args.timeout, gpu_index=args.gpu,
                             compile_baseline=not args.no_compile_baseline, device=args.device,
                             memory_limit_gib=args.memory_limit, compile_mode=args.compile_mode,
-                            use_cache=not args.no_cache, timing_budget_s=args.timing_budget)
+                            use_cache=not args.no_cache, timing_budget_s=args.timing_budget,
+                            precision=args.precision)
     workdir = Path(args.workdir) if args.workdir else Path.cwd() / ".stitch" / "verify"
     settings = Settings(gpu_index=args.gpu)
     verifier = Verifier(settings, workdir)

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from stitch_lsp.settings import Settings, for_workspace, user_config_path
+from stitch_lsp.settings import Built, Settings, for_workspace, user_config_path
 from stitch_lsp.workspace_trust import summary
 
 
@@ -24,8 +24,15 @@ def add_trust_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def tell(built: Built, command: str) -> None:
+    """Unknown keys and clamped numbers, one line each on stderr (--json output stays clean)."""
+    for line in built.messages():
+        print(f"stitch {command}: {line}", file=sys.stderr)
+
+
 def load(root: Path, args: argparse.Namespace, command: str) -> Settings:
     built = for_workspace(root, trust=bool(getattr(args, "trust_workspace", False)))
+    tell(built, command)
     if built.untrusted:  # on stderr: --json output stays clean
         print(
             f"stitch {command}: ignored settings, {summary(built.untrusted)}: the workspace {root} is not trusted. "

@@ -37,6 +37,9 @@ class VerifyOptions:
     # At most this much device memory for the whole verification (None: what the GPU has free).
     # A task whose checks cannot fit ends TOO_LARGE before anything runs.
     memory_limit_gib: float | None = None
+    # fp32 | bf16 | fp16: the candidate's model is cast to it after it is built, as KernelBench's harness casts
+    # both models (the reference's source carries the cast itself: stitch_lsp.task.precision.cast_source).
+    precision: str = "fp32"
 
 
 @define

@@ -31,7 +31,7 @@ from stitch_lsp.serde import from_json, to_dict, to_json
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
 from stitch_lsp.verify.format import why_not_passed
-from stitch_lsp.verify.worker_pool import worker_env
+from stitch_lsp.child_env import worker_env
 
 
 @define
@@ -78,7 +78,7 @@ def trace(task: Task, settings: Settings, *, verifier: Any = None, cancel: Cance
     if pool is not None and hasattr(pool, "call"):
         return pool.call("trace", request, TraceReply, timeout_s=timeout_s, cancel=cancel, report=no_report)
     python = settings.python or sys.executable
-    env = worker_env()  # the repo on PYTHONPATH; API keys and other secrets left out
+    env = worker_env(settings.extra_env)  # allowlisted: the repo on PYTHONPATH, no keys or other secrets
     proc = subprocess.Popen([python, "-m", TRACE_WORKER], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
@@ -174,6 +174,8 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     traced = trace(task, settings, verifier=verifier, cancel=cancel)
     if not traced.ok or traced.graph is None:
         outcome.message = f"Could not trace the selection: {traced.message}"
+        if "comment" in (task.shape_source or ""):  # the shapes are the user's: say where to look
+            outcome.message += "; check the shapes in the `# stitch:` comment above it (or record your program)"
         return outcome
     if not traced.graph.nodes:
         # e.g. arithmetic on sizes (x.shape[0] * 2): Python computes it; no tensor op ran.

@@ -24,6 +24,7 @@ from stitch_lsp.jobs.binding import build_candidate
 from stitch_lsp.jobs.cache import ResultCache, cache_key
 from stitch_lsp.jobs.pairing import Pairing
 from stitch_lsp.pipeline import Candidate
+from stitch_lsp.child_env import tool_env
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import DeviceInfo, Verdict, VerdictStatus
 
@@ -65,7 +66,8 @@ def verifier_factory() -> Callable[[Settings, Path], Any]:
 def nvcc_version(nvcc: str) -> str:
     path = shutil.which(nvcc) or nvcc
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20,
+                             env=tool_env()).stdout
     except (OSError, subprocess.TimeoutExpired):
         return "none"
     return out.strip().splitlines()[-1] if out.strip() else "unknown"

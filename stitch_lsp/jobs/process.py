@@ -9,6 +9,7 @@ import subprocess
 from typing import Sequence
 
 from stitch_lsp.cancellation import Cancelled, CancelToken
+from stitch_lsp.child_env import tool_env
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
@@ -36,7 +37,7 @@ def run_cancellable(
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
-        env=env,
+        env=tool_env() if env is None else env,  # allowlisted, never the server's own environment
         stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

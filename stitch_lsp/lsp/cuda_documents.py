@@ -36,6 +36,10 @@ WAIT_MAX_CHARS = 300_000
 # a 100,000-line kernel file is about 4 MB and is still analysed.
 MAX_ANALYSIS_CHARS = 16_000_000
 
+# Seconds the static rules may spend on one function before it gets a hint instead of findings
+# (analysis.budget): no expression holds an analysis thread, or the GIL, for long.
+ANALYSIS_BUDGET_S = 3.0
+
 # How many superseded texts one request follows before it settles for the last
 # completed analysis (a client that never stops typing must still get an answer).
 MAX_FOLLOW = 4
@@ -61,7 +65,7 @@ def analyze_text(text: str, path: str) -> Any:
             raise
         log.warning("CUDA analysis is not installed; static rules are off")
         return None
-    return analyze_cuda(text, path)
+    return analyze_cuda(text, path, budget_s=ANALYSIS_BUDGET_S)
 
 
 class Superseded(Exception):

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _HEADER = re.compile(rb"content-length:[ \t]*(\d+)[ \t]*\r?\n$", re.IGNORECASE)
 _HEADER_INSIDE = re.compile(rb"content-length:", re.IGNORECASE)
+_HEADER_LINE = re.compile(rb"content-length:[ \t]*\d+[ \t]*\r?\n", re.IGNORECASE)
 # The longest the loop reads and dispatches a burst of messages before other tasks get a turn.
 TURN_S = 0.002
 # A body above this is not a message an editor sends (a 50 MB document would be); it is read and dropped.
@@ -81,6 +82,25 @@ class PushbackReader:
 
     async def readexactly(self, n: int) -> bytes:
         while len(self._buffer) < n:
+            if not await self._fill():
+                break
+        out, self._buffer = self._buffer[:n], self._buffer[n:]
+        return out
+
+    @property
+    def at_end(self) -> bool:
+        return self._eof and not self._buffer
+
+    async def read_body(self, n: int) -> bytes:
+        """Up to ``n`` bytes; less, without waiting for more, once what arrived holds the next frame's
+        header (a ``Content-Length`` far too long, up to 10**15, must not hold the session until that
+        much arrives). A JSON body cannot hold that header: its line breaks would be escaped."""
+        searched = 1
+        while len(self._buffer) < n:
+            if _HEADER_LINE.search(self._buffer, searched):
+                out, self._buffer = self._buffer, b""
+                return out
+            searched = max(1, len(self._buffer) - 32)
             if not await self._fill():
                 break
         out, self._buffer = self._buffer[:n], self._buffer[n:]
@@ -231,8 +251,8 @@ async def read_frames(stream: PushbackReader, inbox: Inbox, send: Callable[[dict
             if header.strip() or length is None:
                 continue  # another header (Content-Type), or junk between frames
             wanted, length = min(length, MAX_BODY), None
-            body = await stream.readexactly(wanted) if wanted else b""
-            if len(body) < wanted:
+            body = await stream.read_body(wanted) if wanted else b""
+            if len(body) < wanted and stream.at_end and not _HEADER_INSIDE.search(body, 1):
                 return  # end of input inside a frame: the client is gone
             raw = parse_body(body, stream, send)
             if raw is not None:

@@ -51,6 +51,7 @@ FEATURES = [
     "job_commands",  # cancel all, show report, stitch/status
     "quick_fixes",  # code actions from the fixes findings carry
     "fuse",  # "Stitch: fuse N ops into a CUDA kernel": code action, job, versioned edit
+    "record_shapes",  # "Stitch: Record shapes" (stitch.recordCommand) and the hover saying where shapes come from
     "server_info",  # stitch/serverInfo
     "llm_key",  # stitch/setApiKey (the Anthropic key, memory only), stitch/llmStatus
 ]

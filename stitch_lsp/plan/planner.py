@@ -12,6 +12,7 @@ import math
 from typing import Callable
 
 from stitch_lsp.plan import library_calls, op_table
+from stitch_lsp.plan.attention import attention_flops, fold_attention, plan_note
 from stitch_lsp.plan.fusion import Group, domain, simplify, split
 from stitch_lsp.plan.conv_layout import ConvLayout
 from stitch_lsp.plan.gemm_match import GEMM_OP, GemmSpec, fuse_gemms, spec_of
@@ -56,7 +57,9 @@ def _library_flops(node: OpNode, index: dict[str, OpNode]) -> int:
         window = math.prod(w.shape[2:]) if len(w.shape) > 2 else 1
         # Each output (input, when transposed) element takes a dot product of w's per-group fan-in.
         return 2 * (x.numel * w.shape[1] * window if transposed else node.numel * w.shape[1] * window)
-    if kind in ("pool", "attention"):
+    if kind == "attention":
+        return attention_flops(node, index)
+    if kind == "pool":
         refs = [index[r] for r in node.refs()]
         return max([r.numel for r in refs] + [node.numel])
     return _gemm_flops(node, index)
@@ -149,7 +152,9 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
     ``channels_last``: False when every convolution is to run in NCHW; ``layouts``: the Coder's choice of
     each convolution's layout, noted in the plan (None: not noted)."""
     traced = graph
-    graph, _ = fuse_gemms(simplify(traced), (gemm or default_options()).choose)
+    graph, attention, attention_misses = fold_attention(simplify(traced))
+    attention_notes = {m.node: plan_note(m) for m in attention}
+    graph, _ = fuse_gemms(graph, (gemm or default_options()).choose)
     index = graph.index()
     groups = split(graph)
     bandwidth = (device.copy_bandwidth_gbs if device and device.copy_bandwidth_gbs else H100_COPY_GBS)
@@ -184,6 +189,9 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
             lib = next(index[n].op for n in group.nodes if library_calls.library_kind(index[n].op))
             kind = library_calls.library_kind(lib) or "gemm"
             note = f"{library_calls.runner(lib)} (library call); what follows it is fused into the next kernel"
+            attention_node = next((n for n in group.nodes if n in attention_notes), None)
+            if attention_node is not None:
+                note = attention_notes[attention_node]
             why = library_calls.why_library(lib)
             note += f" (a library call: {why})" if why else ""
             conv = next((layouts[n] for n in group.nodes if n in layouts), None)
@@ -200,6 +208,7 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
         plan.flops += flops
         floor_total += floor
     plan.floor_us = floor_total
+    plan.notes += attention_misses
     eager_bytes, eager_kernels = _eager_bytes(traced, traced.index())
     plan.eager_bytes = eager_bytes
     plan.eager_kernels = eager_kernels

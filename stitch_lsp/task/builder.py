@@ -63,36 +63,48 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
         raise TaskError("; ".join(shapes.problems))
     if shapes.missing:
         raise TaskError("no shapes for " + ", ".join(shapes.missing)
-                        + ": add a `# stitch: name=[dims] dtype` comment above the selection, a get_inputs() "
-                          "to the file, or stitch.shapes in the settings")
-    # __init__'s own locals first (``inner = hidden * 4``): the re-created attributes may use them.
-    init_lines = [textwrap.dedent(text) for text in region.init_locals.values()]
+                        + ": record your program (stitch record -- python ...), or add a `# stitch: name=[dims] dtype` "
+                          "comment above the selection")
     needed_names: set[str] = set()
-    for text in region.init_locals.values():
+    if region.init_statements or not region.self_needs:
+        # Every __init__ statement the used attributes need, in the file's order (locals, ModuleDicts,
+        # lambdas over them, buffers registered inside a branch).
+        init_lines = list(region.init_statements.values())
+        for text in init_lines:
+            needed_names |= _names_in(text)
+    else:
+        # __init__'s own locals first (``inner = hidden * 4``): the re-created attributes may use them.
+        init_lines = [textwrap.dedent(text) for text in region.init_locals.values()]
+        for text in region.init_locals.values():
+            needed_names |= _names_in(text)
+        for need in region.self_needs:
+            if need.kind == "buffer":
+                init_lines.append(f"self.register_buffer({need.name!r}, {need.init_source})")
+            elif need.kind in ("module", "parameter", "attribute"):
+                init_lines.append(f"self.{need.name} = {need.init_source}")
+            else:
+                raise TaskError(f"self.{need.name} is not set in __init__")
+            needed_names |= _names_in(need.init_source)
+    for text in list(region.methods.values()) + list(region.helpers.values()):
         needed_names |= _names_in(text)
-    for need in region.self_needs:
-        if need.kind == "buffer":
-            init_lines.append(f"self.register_buffer({need.name!r}, {need.init_source})")
-        elif need.kind in ("module", "parameter", "attribute"):
-            init_lines.append(f"self.{need.name} = {need.init_source}")
-        else:
-            raise TaskError(f"self.{need.name} is not set in __init__")
-        needed_names |= _names_in(need.init_source)
     needed_names |= _names_in(region.body)
     constants = []
     for cname, text in region.module_names.items():
         if text not in constants:  # `M, N = 8192, 4096` defines both
             constants.append(text)
         needed_names |= _names_in(text)
-    imports = task_imports(region.imports, needed_names)
     init_param_names = [p for p, _ in region.init_params]
     values = []
     for pname in init_param_names:
         if pname in needed_names:
             if pname not in shapes.values:
-                raise TaskError(f"__init__'s {pname} is needed to re-create the module: add `{pname}=<value>` "
-                                "to the `# stitch:` comment, or a get_init_inputs() to the file")
+                raise TaskError(f"__init__'s {pname} is needed to re-create the module: record your program "
+                                f"(stitch record -- python ...), or add `{pname}=<value>` to the `# stitch:` comment")
             values.append(f"{pname} = {shapes.values[pname]}")
+            needed_names |= _names_in(shapes.values[pname])
+    imports = task_imports(region.imports, needed_names)
+    if "types" in needed_names and not any("types" in _bound_names(line) for line in imports):
+        imports.append("import types")  # a recorded config object: types.SimpleNamespace(...)
     body = region.body
     if not region.returns:
         outs = region.outputs
@@ -101,6 +113,9 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
     init_block = "\n".join(["super().__init__()"] + init_lines)
     inputs = []
     for n in region.inputs:
+        if n in shapes.scalars:  # a number the selection reads (T, eps): traced as a constant
+            inputs.append(shapes.scalars[n])
+            continue
         spec = shapes.specs[n]
         dims = ", ".join(str(d) for d in spec.shape)
         if spec.dtype in ("int64", "int32"):
@@ -118,11 +133,14 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
         *values,
         "",
         "",
+        # The file's own functions and classes the selection needs: tracing inlines them.
+        *[text + "\n\n" for text in region.helpers.values()],
         # torch.nn.Module, not nn.Module: the user's file need not bind `nn`.
         "class Model(torch.nn.Module):",
         "    def __init__(self):",
         textwrap.indent(init_block, " " * 8),
         "",
+        *[textwrap.indent(text, " " * 4) + "\n" for text in region.methods.values()],
         f"    def forward({forward_args}):",
         textwrap.indent(body, " " * 8),
         "",
@@ -138,7 +156,7 @@ def build_task(region: Region, shapes: ShapeResult, *, name: str = "") -> Task:
     task = Task(
         name=name or f"{region.function}_{region.range.start.line + 1}",
         source=source,
-        inputs=[shapes.specs[n] for n in region.inputs],
+        inputs=[shapes.specs[n] for n in region.inputs if n in shapes.specs],
         origin_path=region.path or None,
         origin_range=region.range,
         shape_source=",".join(sorted(set(shapes.sources.get(n, "") for n in region.inputs))),

@@ -85,6 +85,8 @@ class _Infer:
         self.taken |= set(re.findall(r"\b[A-Za-z_]\w*\b", region.body))
         self.taken |= set(values)
         self.default: Shape | None = None
+        self.ints: dict[str, _Var] = {}  # names the code uses as sizes (``B, T, C = x.size()``, ``view(B, T)``)
+        self.attr_dims: dict[str, _Var] = {}  # ``self.n_head`` used as a size
         floats = [d for d in self.dtypes.values() if d.startswith(("float", "bfloat"))]
         self.float_dtype = floats[0] if floats else _parameter_dtype(region) or "float32"
 
@@ -97,6 +99,79 @@ class _Infer:
         var = _Var(name, size, len(self.vars))
         self.vars.append(var)
         return var
+
+    def named(self, name: str, size: int) -> _Var:
+        """A dimension with the user's own name (``T`` of ``B, T, C = x.size()``): an int input too."""
+        self.taken.add(name)
+        var = _Var(name, size, len(self.vars))
+        self.vars.append(var)
+        return var
+
+    def size_arg(self, node: ast.AST) -> Dim:
+        """A size passed to ``view`` / ``reshape``: a number, a name the code uses as a size, or a new dimension."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and node.value > 0:
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in self.ints:
+                return self.ints[node.id]
+            if node.id in self.values:
+                return self.values[node.id]
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            if node.attr not in self.attr_dims:
+                self.attr_dims[node.attr] = self.symbol(node.attr, 8)
+            return self.attr_dims[node.attr]
+        key = ast.unparse(node)
+        if key not in self.attr_dims:  # the same expression (``C // self.n_head``) is the same size
+            self.attr_dims[key] = self.symbol("D", 64)
+        return self.attr_dims[key]
+
+    def unpack_sizes(self, target: ast.AST, value: ast.AST) -> bool:
+        """``B, T, C = x.size()`` / ``x.shape``: ``x`` has that rank, and B, T, C are ints (its sizes)."""
+        src = _size_source(value)
+        if src is None or not isinstance(target, (ast.Tuple, ast.List)):
+            if src is None and isinstance(target, ast.Name) and _size_index(value):
+                self.ints.setdefault(target.id, self.named(target.id, 256))
+                return True
+            return False
+        n = len(target.elts)
+        defaults = {1: [1024], 2: [8, 1024], 3: [8, 256, 1024], 4: [8, 16, 256, 64]}.get(n, [8] * n)
+        dims: Shape = []
+        for elt, size in zip(target.elts, defaults):
+            if isinstance(elt, ast.Name) and elt.id != "_":
+                var = self.ints.get(elt.id) or self.named(elt.id, size)
+                self.ints[elt.id] = var
+                if elt.id in self.free:
+                    self.free.remove(elt.id)
+            else:
+                var = self.symbol("D", size)
+            dims.append(var)
+        if src in self.free:
+            self.assign(src, dims)
+        elif isinstance(self.shapes.get(src), list) and len(self.shapes[src]) == n:
+            for a, b in zip(self.shapes[src], dims):
+                self.unify(a, b)
+        elif isinstance(self.locals.get(src), list) and len(self.locals[src]) == n:
+            for a, b in zip(self.locals[src], dims):
+                self.unify(a, b)
+        else:
+            self.locals[src] = dims
+        return True
+
+    def find_ints(self, tree: ast.AST) -> None:
+        """Inputs the code uses as sizes: ``view(B, T, ...)`` arguments, slice bounds (``[:T]``), ``range(n)``."""
+        for node in ast.walk(tree):
+            names: list[ast.AST] = []
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SIZE_ARGS:
+                names = list(node.args)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+                names = list(node.args)
+            elif isinstance(node, ast.Slice):
+                names = [n for n in (node.lower, node.upper, node.step) if n is not None]
+            for n in names:
+                for leaf in ast.walk(n):
+                    if isinstance(leaf, ast.Name) and leaf.id in self.free and leaf.id not in self.ints:
+                        self.free.remove(leaf.id)
+                        self.ints[leaf.id] = self.named(leaf.id, 256)
 
     def find(self, d: Dim) -> Dim:
         while isinstance(d, _Var) and d in self.bound:
@@ -139,7 +214,10 @@ class _Infer:
     def default_shape(self) -> Shape:
         # Unrelated inputs share one default shape, so they combine without a broadcasting error.
         if self.default is None:
-            self.default = [self.symbol("B", 8), self.symbol("D", 1024)]
+            if _unpacked_rank(self.region) == 3:  # the submodules read (B, T, C) = x.size()
+                self.default = [self.symbol("B", 8), self.symbol("T", 256), self.symbol("D", 1024)]
+            else:
+                self.default = [self.symbol("B", 8), self.symbol("D", 1024)]
         return list(self.default)
 
     def dim_of(self, node: ast.AST | None, fallback: str) -> Dim:
@@ -152,14 +230,16 @@ class _Infer:
             except (ValueError, TypeError, ZeroDivisionError):
                 pass
             params = {p for p, _ in self.region.init_params}
+            # ``config.n_embd`` of an __init__ argument: a size of its own, written that way in the comment.
+            node = _Dotted(params - set(self.values)).visit(ast.parse(ast.unparse(node), mode="eval")).body
             names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
-            if names and all(n in self.values or n in params for n in names):
+            if names and all(n in self.values or n in params or n.split(".")[0] in params for n in names):
                 # __init__ arguments with no value yet: the comment defines them (build_task reads them
                 # there), and a size computed from them is written as that expression (``dim*4``).
                 for n in names:
                     if n not in self.values and n not in self.param_vars:
                         self.taken.discard(n)
-                        self.param_vars[n] = self.symbol(n, 1024)
+                        self.param_vars[n] = self.symbol(n, attribute_default(n) if "." in n else 1024)
                 if isinstance(node, ast.Name):
                     return self.param_vars[node.id]
                 known = _Substitute(self.values).visit(ast.parse(ast.unparse(node), mode="eval"))
@@ -207,6 +287,8 @@ class _Infer:
         if isinstance(node, ast.Constant):
             return SCALAR if isinstance(node.value, (int, float, bool)) else None
         if isinstance(node, ast.Name):
+            if node.id in self.ints:
+                return SCALAR
             if node.id in self.locals:
                 return self.locals[node.id]
             if node.id in self.shapes:
@@ -320,11 +402,11 @@ class _Infer:
         kind = _callee(ctor).split(".")[-1] if isinstance(ctor, ast.Call) else ""
         if kind == "Linear" and len(ctor.args) >= 2:
             fan_in, fan_out = self.dim_of(ctor.args[0], "K"), self.dim_of(ctor.args[1], "N")
-            x = self.tensor(x, [self.default_shape()[0], fan_in], tail=1)
+            x = self.tensor(x, self.default_shape()[:-1] + [fan_in], tail=1)
             return x[:-1] + [fan_out] if isinstance(x, list) and x else None
         if kind in _NORM_MODULES and ctor.args:
             width = self.dim_of(ctor.args[0], "D")
-            return self.tensor(x, [self.default_shape()[0], width], tail=1)
+            return self.tensor(x, self.default_shape()[:-1] + [width], tail=1)
         if kind == "Embedding" and len(ctor.args) >= 2:
             x = self.tensor(x, [self.default_shape()[0], self.symbol("T", 128)], "int64")
             return x + [self.dim_of(ctor.args[1], "D")] if isinstance(x, list) else None
@@ -395,6 +477,27 @@ class _Infer:
                              node.args[1] if len(node.args) > 1 else None)
             keep = kwargs.get("keepdim")
             return _reduced(x, dim, isinstance(keep, ast.Constant) and keep.value is True)
+        if (name == "view" or (name == "reshape" and receiver is not None)) and node.args:
+            self.force(receiver)
+            dims = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], (ast.Tuple, ast.List)) \
+                else node.args
+            return [self.size_arg(d) for d in dims]
+        if name == "transpose" and receiver is not None and len(node.args) == 2:
+            x = self.force(receiver)
+            a, b = (_const_int(d) for d in node.args)
+            if isinstance(x, list) and a is not None and b is not None and -len(x) <= min(a, b) and max(a, b) < len(x):
+                y = list(x)
+                y[a], y[b] = y[b], y[a]
+                return y
+        if name in ("split", "chunk") and receiver is not None:
+            x = self.force(receiver)
+            dim = kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+            d = _const_int(dim) if dim is not None else 0
+            if isinstance(x, list) and d is not None and -len(x) <= d < len(x):
+                y = list(x)
+                y[d] = self.symbol("D", 64)
+                return _Parts(y)
+            return None
         if name == "t" and len(args) == 1 and isinstance(args[0], _Free):
             return _Free(args[0].name, not args[0].transposed)
         if name in ("t", "transpose") and args:
@@ -414,6 +517,8 @@ class _Infer:
         return None
 
     def statement(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and self.unpack_sizes(stmt.targets[0], stmt.value):
+            return
         if isinstance(stmt, ast.Assign):
             v = self.value(stmt.value)
             for target in stmt.targets:
@@ -431,10 +536,38 @@ class _Infer:
 
     def bind(self, target: ast.AST, v) -> None:
         if isinstance(target, ast.Name):
-            self.locals[target.id] = self.force(v)
+            self.locals[target.id] = self.force(v) if not isinstance(v, _Parts) else list(v.shape)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for t in target.elts:
-                self.bind(t, None)
+                self.bind(t, list(v.shape) if isinstance(v, _Parts) else None)
+
+
+class _Dotted(ast.NodeTransformer):
+    """``config.n_embd`` (an __init__ argument's field) -> one name, ``config.n_embd``."""
+
+    def __init__(self, params: set[str]) -> None:
+        self.params = params
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and node.value.id in self.params:
+            return ast.Name(id=f"{node.value.id}.{node.attr}", ctx=ast.Load())
+        return self.generic_visit(node)
+
+
+def attribute_default(dotted: str) -> int | float | bool:
+    """A starting value for a config field the template proposes (the user edits it): by what its name says."""
+    name = dotted.rsplit(".", 1)[-1].lower()
+    if "drop" in name:
+        return 0.0
+    if name in ("bias", "flash") or name.startswith(("use_", "is_", "has_")):
+        return True
+    if "eps" in name:
+        return 1e-5
+    if "head" in name:
+        return 8
+    if "layer" in name:
+        return 2
+    return 1024
 
 
 class _Substitute(ast.NodeTransformer):
@@ -443,6 +576,54 @@ class _Substitute(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         return ast.Constant(self.values[node.id]) if node.id in self.values else node
+
+
+_SIZE_ARGS = {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new_full", "unflatten"}
+
+
+class _Parts:
+    """What ``split`` / ``chunk`` give: several tensors of one shape (the split dimension a new size)."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+
+
+_UNPACK = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*=\s*[A-Za-z_]\w*\.(?:size\(\s*\)|shape)\s*(?:#.*)?$", re.M)
+
+
+def _unpacked_rank(region: Region) -> int | None:
+    """The rank the file's classes the selection uses unpack their input into (``B, T, C = x.size()``)."""
+    for text in region.helpers.values():
+        m = _UNPACK.search(text)
+        if m:
+            return len(m.group(1).split(","))
+    return None
+
+
+def _const_int(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _const_int(node.operand)
+        return -inner if inner is not None else None
+    return None
+
+
+def _size_source(node: ast.AST) -> str | None:
+    """``x`` of ``x.size()`` or ``x.shape``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+            and not node.args and isinstance(node.func.value, ast.Name):
+        return node.func.value.id
+    if isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(node.value, ast.Name):
+        return node.value.id
+    return None
+
+
+def _size_index(node: ast.AST) -> bool:
+    """``x.size(i)`` or ``x.shape[i]``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" and node.args:
+        return True
+    return isinstance(node, ast.Subscript) and _size_source(node.value) is not None
 
 
 def _parameter_dtype(region: Region) -> str | None:
@@ -512,11 +693,35 @@ def template_shapes(region: Region, known: dict[str, tuple[tuple[int, ...], str]
         tree = ast.parse(region.body)
     except SyntaxError:
         tree = ast.Module(body=[], type_ignores=[])
+    # What runs before the selection in the function: which inputs are sizes, how dimensions tie.
+    for text in region.prelude:
+        try:
+            before = ast.parse(text).body
+        except SyntaxError:
+            continue
+        infer.find_ints(ast.Module(body=before, type_ignores=[]))
+        for stmt in before:
+            infer.statement(stmt)
+    for name in list(infer.free):
+        if isinstance(infer.locals.get(name), list):
+            infer.assign(name, infer.locals[name])
+    infer.locals.clear()
+    infer.find_ints(tree)
     for stmt in tree.body:
         infer.statement(stmt)
     for name in list(infer.free):
         infer.assign(name, infer.default_shape())
     shapes = {n: ([infer.render(d) for d in infer.shapes[n]], infer.dtypes.get(n, infer.float_dtype))
-              for n in region.inputs}
-    used = {w for s, _ in shapes.values() for d in s if isinstance(d, str) for w in re.findall(r"[A-Za-z_]\w*", d)}
-    return {v.name: v.size for v in infer.vars if v.name in used and v not in infer.bound}, shapes
+              for n in region.inputs if n in infer.shapes}
+    used = {w for s, _ in shapes.values() for d in s if isinstance(d, str) for w in re.findall(r"[A-Za-z_][\w.]*", d)}
+    symbols = {v.name: v.size for v in infer.vars if v.name in used and v not in infer.bound}
+    for name, var in infer.param_vars.items():  # config fields used as sizes: after the sizes they equal
+        if "." in name:
+            d = infer.render(var)
+            symbols[name] = d if d != name else var.size
+    for name in region.inputs:  # an int input: its size (the dimension it names, or the number it equals)
+        if name in infer.ints:
+            d = infer.render(infer.ints[name])
+            root = infer.find(infer.ints[name])
+            symbols[name] = d if isinstance(d, int) else symbols.get(d, root.size if isinstance(root, _Var) else 256)
+    return symbols, shapes

@@ -28,6 +28,7 @@ _ENTRY = re.compile(r"(\w+)\s*=\s*(\[[^\]]*\]|\(\s*[^)]*\)|[-+0-9.eE]+)\s*([A-Za
 class ShapeResult:
     specs: dict[str, TensorSpec] = field(factory=dict)
     values: dict[str, str] = field(factory=dict)  # __init__ arguments / scalars: name -> Python literal
+    scalars: dict[str, str] = field(factory=dict)  # selection inputs that are numbers (T, eps): name -> literal
     sources: dict[str, str] = field(factory=dict)  # name -> where it came from
     missing: list[str] = field(factory=list)
     problems: list[str] = field(factory=list)  # what a source got wrong (a `# stitch:` size it cannot read)
@@ -70,40 +71,24 @@ def comment_block(lines: list[str], start_line: int) -> tuple[int, int]:
 def read_comment(lines: list[str], start_line: int) -> tuple[dict[str, TensorSpec], dict[str, str], int | None, list[str]]:
     """(specs, values, the comment's line, problems) of the ``# stitch:`` lines right above ``start_line``.
 
-    A dimension may be a name the comment defines (``B=8, x=[B,1024]``); one it does
-    not define is a problem, reported rather than guessed.
+    The grammar is ``comment_grammar``'s: tensors, scalars, config objects. A dimension may be a
+    name the comment defines (``B=8, x=[B,1024]``); one it does not define is a problem, reported
+    rather than guessed.
     """
-    entries: list[tuple[str, str, str]] = []
-    values: dict[str, str] = {}
+    from stitch_lsp.task.comment_grammar import parse
+
+    texts: list[str] = []
     line_no = None
     i = start_line - 1
     while i >= 0 and lines[i].strip().startswith("#"):
         m = _COMMENT.search(lines[i])
         if m:
             line_no = i
-            for name, dims, dtype in _ENTRY.findall(m.group(1)):
-                if dims.startswith(("[", "(")):
-                    entries.append((name, dims, dtype))
-                else:
-                    values[name] = dims
+            texts.insert(0, m.group(1))
         i -= 1
-    specs: dict[str, TensorSpec] = {}
-    problems: list[str] = []
-    for name, dims, dtype in entries:
-        sizes: list[int] = []
-        for token in (t for t in re.split(r"[,\s]+", dims.strip("[]() ")) if t):
-            if re.fullmatch(r"\d+([x×]\d+)*", token):
-                sizes += [int(p) for p in re.split(r"[x×]", token)]
-            elif (size := _size(token, values)) is not None:
-                sizes.append(size)
-            else:
-                undefined = [w for w in re.findall(r"[A-Za-z_]\w*", token) if w not in values]
-                problems.append(f"`# stitch:` {name}={dims}: {token!r} is not a size"
-                                + (f" (add {undefined[0]}=<size> to the comment)" if undefined else ""))
-                break
-        else:
-            specs[name] = TensorSpec(tuple(sizes), DTYPES.get((dtype or "float32").lower(), "float32"))
-    return specs, values, line_no, problems
+    parsed = parse(", ".join(texts), "\n".join(lines))
+    specs = {name: TensorSpec(shape, dtype) for name, (shape, dtype) in parsed.tensors.items()}
+    return specs, parsed.values, line_no, parsed.problems
 
 
 def _size(token: str, values: dict[str, str]) -> int | None:
@@ -230,10 +215,23 @@ def from_get_inputs(source: str) -> tuple[list[TensorSpec | None], list[str]] | 
 
 
 def resolve(region: Region, source: str, shapes_setting: dict[str, str] | None = None,
-            recorded: ShapeResult | None = None) -> ShapeResult:
+            recorded: ShapeResult | None = None, recording: ShapeResult | None = None) -> ShapeResult:
+    """``recording``: what the user's own run saw (``stitch record``), taken before anything else."""
     out = ShapeResult()
     lines = source.splitlines()
     wanted = list(region.inputs)
+    if recording is not None:
+        for name in wanted:
+            if name in recording.specs:
+                out.specs[name] = recording.specs[name]
+            elif name in recording.scalars:
+                out.scalars[name] = recording.scalars[name]
+            else:
+                continue
+            out.sources[name] = recording.sources.get(name, "recording")
+        for name, value in recording.values.items():
+            out.values[name] = value
+            out.sources.setdefault(name, recording.sources.get(name, "recording"))
     # get_inputs() feeds a module's forward (KernelBench: Model.forward), not any function of the file.
     forward = region.function == "forward" and region.class_name is not None
     if forward and region.class_name != "Model" and re.search(r"^class\s+Model\b", source, re.M):
@@ -275,8 +273,19 @@ def resolve(region: Region, source: str, shapes_setting: dict[str, str] | None =
         if name not in out.values and default is not None:
             out.values[name] = default
             out.sources[name] = "default"
-    out.missing = [n for n in wanted if n not in out.specs]
+    for name in wanted:  # a number written in the comment (T=256, flash=False) is a scalar input
+        if name not in out.specs and name not in out.scalars and _is_scalar_literal(out.values.get(name, "")):
+            out.scalars[name] = out.values[name]
+    out.missing = [n for n in wanted if n not in out.specs and n not in out.scalars]
     return out
+
+
+def _is_scalar_literal(text: str) -> bool:
+    try:
+        value = ast.literal_eval(text.strip()) if text.strip() else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return isinstance(value, (bool, int, float))
 
 
 def comment_template(region: Region, known: ShapeResult | None = None) -> str:
@@ -295,10 +304,34 @@ def comment_template(region: Region, known: ShapeResult | None = None) -> str:
             if known.sources.get(n) == "comment" and n not in symbols}
     parts = [f"{name}={value}" for name, value in kept.items()]
     parts += [f"{name}={size}" for name, size in symbols.items()]
+    parts += [f"{name}={value}" for name, value in config_fields(region, known, set(symbols) | set(kept)).items()]
     for name in region.inputs:
+        if name not in shapes:
+            continue  # an int (a size): among the symbols above
         shape, dtype = shapes[name]
         parts.append(f"{name}=[{','.join(str(d) for d in shape)}] {dtype}")
     return f"{region.indent}# stitch: " + ", ".join(parts)
+
+
+def config_fields(region: Region, known: ShapeResult | None, have: set[str]) -> dict[str, object]:
+    """Fields of config objects (``config.n_embd``) the re-created ``__init__`` statements read, for
+    ``__init__`` arguments no source gives: each with a starting value by what its name says."""
+    from stitch_lsp.task.shape_template import attribute_default
+
+    given = set(known.values) if known is not None else set()
+    params = [p for p, default in region.init_params if p not in given and default is None]
+    out: dict[str, object] = {}
+    # The file's classes the Task copies read the same argument names (``CausalSelfAttention(config)``).
+    for text in list(region.init_statements.values()) + list(region.helpers.values()):
+        for obj, attr in re.findall(r"(?<![\w.])([A-Za-z_]\w*)\.([A-Za-z_]\w*)", text):
+            name = f"{obj}.{attr}"
+            if obj in params and name not in have and name not in out:
+                out[name] = attribute_default(name)
+    for text in region.init_statements.values():  # plain arguments (``bias`` of ``... if bias else None``)
+        for word in re.findall(r"(?<![\w.])([A-Za-z_]\w*)(?![\w.])", text):
+            if word in params and word not in have and word not in out and not any(k.startswith(word + ".") for k in out | dict.fromkeys(have)):
+                out[word] = attribute_default(word)
+    return out
 
 
 def record(region: Region, source: str, *, python: str = "", timeout_s: float = 60.0, cancel=None) -> tuple[ShapeResult | None, str]:
@@ -311,7 +344,7 @@ def record(region: Region, source: str, *, python: str = "", timeout_s: float = 
     import sys as _sys
 
     from stitch_lsp.serde import from_json, to_json
-    from stitch_lsp.verify.worker_pool import worker_env
+    from stitch_lsp.child_env import worker_env
     from stitch_lsp.contract import SHAPE_RECORDER
     from stitch_lsp.contract.trace import RecordReply, RecordRequest
 

@@ -26,7 +26,7 @@ from stitch_lsp.verify.ncu_report import parse_details_csv
 from stitch_lsp.contract import RUN_TARGET
 from stitch_lsp.contract.verify import VerifyJob
 from stitch_lsp.verify.sanitizer_report import error_count, map_to_candidate, parse_sanitizer
-from stitch_lsp.verify.worker_pool import worker_env
+from stitch_lsp.child_env import worker_env
 
 NCU_SECTIONS = ["SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "SpeedOfLight_RooflineChart"]
 MAX_PROFILED_KERNELS = 16

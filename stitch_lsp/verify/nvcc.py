@@ -26,6 +26,7 @@ from pathlib import Path
 from attrs import define, field, frozen
 
 from stitch_lsp.cancellation import CancelToken
+from stitch_lsp.child_env import tool_env
 from stitch_lsp.findings import Finding, Position, Range, Severity
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import CompileResult
@@ -148,12 +149,15 @@ def run_process_group(
     timeout: float,
     cwd: str | None = None,
     token: CancelToken | None = None,
+    env: dict[str, str] | None = None,
 ) -> ProcessOutput:
-    """Run ``cmd`` in a new session; kill its whole process group on timeout or cancel."""
+    """Run ``cmd`` in a new session; kill its whole process group on timeout or cancel.
+    ``env``: default the allowlisted tool environment (child_env), never the server's own."""
     start = time.monotonic()
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
+        env=tool_env() if env is None else env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -268,7 +272,8 @@ def compile_cuda(
         obj = os.path.join(workdir, "out.o")
         cmd = build_command(nvcc, unit, obj, settings, arch, doc_dir, root)
         try:
-            out = run_process_group(cmd, timeout=settings.compile_timeout_s, cwd=workdir, token=token)
+            out = run_process_group(cmd, timeout=settings.compile_timeout_s, cwd=workdir, token=token,
+                                    env=tool_env(settings.extra_env))
         except OSError as exc:
             return NvccOutcome(status="error", message=f"nvcc could not be started: {exc}", command=cmd, arch=arch)
         log = out.stderr + ("\n" + out.stdout if out.stdout else "")

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from attrs import define, field, frozen
 
+from stitch_lsp.child_env import tool_env
 from stitch_lsp.findings import Severity
 from stitch_lsp.verdict import KernelResources
 
@@ -127,7 +128,8 @@ def demangle_all(names: Sequence[str]) -> dict[str, str]:
     if tool:
         try:
             proc = subprocess.run(
-                [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=10
+                [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=10,
+                env=tool_env(),
             )
             lines = proc.stdout.splitlines()
             if proc.returncode == 0 and len(lines) == len(mangled):

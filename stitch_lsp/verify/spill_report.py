@@ -21,6 +21,7 @@ from stitch_lsp.cancellation import CancelToken
 from stitch_lsp.pipeline import Candidate
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import CompileResult, KernelResources
+from stitch_lsp.child_env import tool_env
 from stitch_lsp.verify.nvcc import detect_arch, find_nvcc, run_process_group
 from stitch_lsp.verify.ptxas_report import parse_ptxas
 
@@ -77,7 +78,8 @@ class SpillReport:
                 path.write_text(text)
                 cmd = [nvcc, "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-std=c++17",
                        "-o", str(path.with_suffix(".cubin")), str(path)]
-                out = run_process_group(cmd, timeout=settings.compile_timeout_s, cwd=tmp, token=cancel)
+                out = run_process_group(cmd, timeout=settings.compile_timeout_s, cwd=tmp, token=cancel,
+                                        env=tool_env(settings.extra_env))
                 output = out.stdout + "\n" + out.stderr
                 if out.returncode == 0:
                     result.kernels.extend(parse_ptxas(output).kernels)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter, no_report
 from stitch_lsp.serde import from_dict, to_dict
+from stitch_lsp.child_env import worker_env
 from stitch_lsp.settings import Settings
 from stitch_lsp.contract import WORKER
 from stitch_lsp.contract.frames import Frame, FrameDecoder, ProtocolError, Reply, Request, encode
@@ -27,9 +28,6 @@ from stitch_lsp.contract.frames import Frame, FrameDecoder, ProtocolError, Reply
 T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Never handed to code we run: the worker executes user and generated code.
-_SECRET_MARKERS = ("API_KEY", "SECRET", "TOKEN", "PASSWORD")
-_SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_", "GITHUB_")
 _KEEP_LOGS = 8
 
 _SIGNAL_WORDS = {
@@ -62,21 +60,6 @@ class WorkerError(Exception):
         self.traceback = traceback
 
 
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(_SECRET_PREFIXES) and not any(m in key.upper() for m in _SECRET_MARKERS)
-    }
-    path = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + path if path else "")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    # Keep torch's own compile caches inside the worker's world, not the user's cwd.
-    if extra:
-        env.update(extra)
-    return env
-
-
 def describe_exit(returncode: int | None) -> str:
     if returncode is None:
         return "still running"
@@ -96,7 +79,8 @@ class WorkerProcess:
 
     _ids = itertools.count(1)
 
-    def __init__(self, python: str, workdir: Path, *, preload: str = "torch") -> None:
+    def __init__(self, python: str, workdir: Path, *, preload: str = "torch",
+                 extra_env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         logs = workdir / "worker-logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -109,7 +93,8 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=self._log,
             cwd=str(workdir),
-            env=worker_env({"STITCH_WORKER_DIR": str(workdir), "STITCH_WORKER_PRELOAD": preload}),
+            # Allowlisted (child_env): the worker runs user and generated code, and gets no secret.
+            env=worker_env({**(extra_env or {}), "STITCH_WORKER_DIR": str(workdir), "STITCH_WORKER_PRELOAD": preload}),
             start_new_session=True,  # its own process group: killpg takes its children too
             close_fds=True,
         )
@@ -266,7 +251,8 @@ class WorkerPool:
         if self._worker is not None and self._worker.alive():
             return self._worker, False
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._worker = WorkerProcess(self.python, self.workdir, preload=self.preload)
+        self._worker = WorkerProcess(self.python, self.workdir, preload=self.preload,
+                                     extra_env=self.settings.extra_env)
         return self._worker, True
 
     def warm(self) -> None:

@@ -224,7 +224,11 @@ def _encode(value: Any) -> Any:
         return [_encode(v) for v in value]
     if isinstance(value, torch.dtype):
         return {"$dtype": _dtype_name(value)}
-    if isinstance(value, (torch.layout, torch.memory_format)):
+    if isinstance(value, torch.memory_format):
+        # Kept: ``.contiguous()`` is traced as a clone in ``contiguous_format``, and a clone that preserved a
+        # permuted input's strides instead would make the next ``view`` fail.
+        return {"$memory_format": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.layout):
         return None
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
@@ -284,6 +288,22 @@ def _as_on_cuda():
         F.scaled_dot_product_attention = original_sdpa
 
 
+def _build_model(module: Any, args: Any, kwargs: dict) -> Any:
+    """``Model(*args, **kwargs)`` on the meta device (inside the caller's ``torch.device("meta")``); a constructor
+    that needs values (``[x.item() for x in torch.linspace(0, rate, depth)]``, as Swin's drop-path rates are
+    made) is built on the CPU instead, with the caller's random state untouched, and moved to the meta device."""
+    import torch
+
+    try:
+        return module.Model(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - only a meta-device failure is retried; the rest is re-raised
+        if "meta" not in str(exc):
+            raise
+    with torch.random.fork_rng(devices=[]), torch.device("cpu"):
+        model = module.Model(*args, **kwargs)
+    return model.to("meta")
+
+
 def trace_task(task_source: str, init: tuple[tuple, dict] | None = None,
                inputs: list[tuple[list[int], str]] | None = None) -> TraceReply:
     """``init``: constructor arguments (args, kwargs) instead of the task's ``get_init_inputs()``;
@@ -318,7 +338,7 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
             args, kwargs = init if init is not None else (module.get_init_inputs(), {})
             # Inference mode, as the Verifier runs the reference: BatchNorm with its running statistics,
             # dropout off (a graph traced in training mode computes something else).
-            model = module.Model(*args, **kwargs).eval()
+            model = _build_model(module, args, kwargs).eval()
             inputs = list(module.get_inputs())
             if specs is not None:
                 # The tensors at the given shapes; numbers forward takes stay the task's (traced as constants).
@@ -326,6 +346,11 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
                 inputs = [x if isinstance(x, (bool, int, float)) else next(shaped, x) for x in inputs]
     except Exception as exc:
         return TraceReply(ok=False, message=f"building the task's model failed: {type(exc).__name__}: {exc}")
+    from stitch_lsp.worker.model_facts.module_state import plain_trace_error, state_problem
+
+    problem = state_problem(model, task_source)
+    if problem:
+        return TraceReply(ok=False, message=problem)
     scalars: dict[int, Any] = {}
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
@@ -359,7 +384,8 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
             with _as_on_cuda():
                 gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="fake")(*flat)
         except Exception as exc:
-            return TraceReply(ok=False, message=f"tracing Model.forward failed: {type(exc).__name__}: {exc}")
+            why = state_problem(model, task_source, reads=True) or plain_trace_error(exc)
+            return TraceReply(ok=False, message=f"tracing Model.forward failed: {why}")
 
     # Values nothing reads (the reserve buffer of a batch norm's eager path, say); copies into inputs stay.
     gm.graph.eliminate_dead_code()
@@ -378,6 +404,13 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
         else:
             graph.inputs.append(GraphInput(node.name, "input", "", tensor_positions[i - n_state], shape, dtype, exprs))
     graph.scalars = [ScalarInput(i, v) for i, v in sorted(scalars.items())]
+    from stitch_lsp.worker.model_facts.buffer_values import buffer_triangles
+
+    init_args, init_kwargs = args, kwargs  # the constructor's arguments (``args`` is reused below)
+    triangles = buffer_triangles(lambda: module.Model(*init_args, **init_kwargs), model)
+    for gi in graph.inputs:
+        if gi.role == "buffer" and gi.path in triangles:
+            gi.triangle = triangles[gi.path]
     attention: dict[str, bool] = {}
     for node in gm.graph.nodes:
         if node.op == "call_function":

@@ -63,6 +63,7 @@ EAGER_ERROR_MULTIPLE = 2.0
 SMALL_OUTPUT_AGREEMENT = 1e-3
 KEEP_COMPILED_BYTES = 1 << 30
 _RAISED = "ModelNew.forward raised"
+_PRECISION_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 _CUDA_FAULTS = ("illegal memory access", "misaligned address", "unspecified launch failure", "illegal instruction",
                 "an illegal", "device-side assert", "CUDA error", "cudaErrorLaunchFailure", "hardware stack error",
@@ -306,6 +307,9 @@ class VerifyRun:
         try:
             if isinstance(model, torch.nn.Module):
                 model = model.to(self.device).eval()
+                cast = _PRECISION_DTYPES.get(self.opts.precision)
+                if cast is not None:  # as KernelBench casts both models (the reference's source casts itself)
+                    model = model.to(cast)
         except BaseException as exc:  # noqa: BLE001
             raise Stop(self.fail_from(exc, "moving the model to the device"))
         return model

@@ -41,6 +41,7 @@ def _samples():
         "aten.t.default": ([a], {}),
         "aten.transpose.int": ([r(2, 3, 4), 0, 2], {}),
         "aten.view.default": ([r(2, 3, 4), [6, 4]], {}),
+        "aten.reshape.default": ([r(2, 3, 4).transpose(1, 2), [8, 3]], {}),
         "aten.cat.default": ([[a, r(2, 7)], 0], {}),
         "aten.unsqueeze.default": ([c, 1], {}),
         "aten.convolution.default": ([r(1, 2, 6, 6), r(4, 2, 3, 3), r(4), [1, 2], [1, 0], [1, 1], False, [0, 0], 1],

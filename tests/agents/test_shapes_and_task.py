@@ -51,7 +51,7 @@ def test_task_recreates_what_the_selection_uses():
     assert p.task is not None, p.problem
     src = p.task.source
     assert "self.norm = nn.LayerNorm(hidden, eps=EPS)" in src
-    assert "self.register_buffer('shift', torch.randn(hidden))" in src
+    assert 'self.register_buffer("shift", torch.randn(hidden))' in src  # the file's own statement
     assert "hidden = 256" in src and "EPS = 1e-5" in src
     assert "self.up" not in src  # not used by the selection
     assert "def forward(self, x, residual):" in src and "return h" in src

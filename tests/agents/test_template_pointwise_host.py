@@ -162,6 +162,8 @@ def _value(v, env):
             return env[v["$"]]
         if "$dtype" in v:
             return getattr(torch, v["$dtype"])
+        if "$memory_format" in v:
+            return getattr(torch, v["$memory_format"])
         if "$device" in v:
             return torch.device("cpu")
         return {k: _value(x, env) for k, x in v.items()}

@@ -90,13 +90,29 @@ __global__ void half(float* y, int n) {
 """
     a = analyze_cuda(src, "b.cu")
     assert not a.parse_ok and a.syntax_errors
-    assert [(f.code, f.range.start.line) for f in a.findings] == [("STC001", 2), ("parse", 4)]
+    # The half-typed statement costs that statement only: no finding is made from it, and
+    # the rest of `half` is analysed.
+    assert [(f.code, f.range.start.line) for f in a.findings] == [("STC001", 2), ("parse", 6)]
+    half = next(k for k in a.kernels if k.name == "half")
+    assert half.parse_ok
+    (note,) = [f for f in a.findings if f.code == "parse"]
+    assert note.severity.name == "HINT"
+    assert note.message.startswith("Static rules skipped `y[i] = 1.0f +` (one line) in kernel `half`")
+    assert "may well be valid" in note.message
+
+
+def test_unclosed_function_is_skipped_whole_with_a_hint():
+    src = """__global__ void half(float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = 1.0f;
+"""
+    a = analyze_cuda(src, "c.cu")
     half = next(k for k in a.kernels if k.name == "half")
     assert not half.parse_ok
-    # The kernel the rules skipped says so, and why, at its name.
     (note,) = [f for f in a.findings if f.code == "parse"]
-    assert note.range == half.name_range and note.severity.name == "HINT"
-    assert note.message.startswith("Static rules skipped kernel `half`: its code does not parse")
+    assert note.range == half.name_range
+    assert note.message.startswith("Static rules skipped kernel `half`: tree-sitter's CUDA grammar cannot read it")
+    assert "may well be valid" in note.message
 
 
 def test_half_typed_code_never_raises():
@@ -157,8 +173,13 @@ def test_file_rules_ignore_launches_in_functions_that_do_not_parse():
         "void run(float* y) {\n  wide<<<1, 1024>>>(y);\n  cudaGetLastError();\n  int x = ;\n}\n"
     )
     a = analyze_cuda(src, "broken_host.cu")
-    assert not a.parse_ok and a.launches == ()  # nothing is built from a broken body
-    assert [f.code for f in a.findings] == []
+    # The unreadable statement costs itself only: the launch before it is still seen.
+    assert not a.parse_ok and [l.kernel for l in a.launches] == ["wide"]
+    assert [f.code for f in a.findings] == ["STC014", "parse"]
+    assert "`int x = ;`" in a.findings[1].message
+    unclosed = analyze_cuda(src.rstrip("}\n") + "\n", "broken_host2.cu")
+    assert unclosed.launches == ()  # a body that never closes: nothing is built from it
+    assert [f.code for f in unclosed.findings] == []
     fixed = analyze_cuda(src.replace("int x = ;", ""), "broken_host.cu")
     assert [f.code for f in fixed.findings] == ["STC014"]
 

@@ -20,8 +20,7 @@ def test_counts_and_review(tmp_path):
         "  y[id] = x[id];\n"
         "}\n"
         "__global__ void half(float* y, int n) {\n"
-        "  int i = blockIdx.x * blockDim.x + threadIdx.x\n"
-        "}\n")
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n")
     review = tmp_path / "review.md"
     review.write_text("| rule | where | ok | verdict |\n|---|---|---|---|\n"
                       "| STC019 | corpus/k.cu:3 | yes | off by one |\n"

@@ -274,3 +274,56 @@ def test_planted_bug_trips_the_sanitizer_and_its_fix_does_not(case, fixture_exe)
     if case.fixed is not None:
         count, text = sanitize(case.tool, exe, str(variants[(case.id, "fixed")]), n, grid, flags=flags)
         assert count == 0 and "status no error" in text, text[-3000:]
+
+
+# --- Rule scopes set by the Programming Guide and the sanitizer (scope_cases.py) -------------
+
+from .scope_cases import CASES as SCOPE_CASES  # noqa: E402
+
+SCOPE_HARNESS = """
+#include <cuda_runtime.h>
+#include <cstdio>
+{kernel}
+int main() {{
+  float *x, *w, *y;
+  cudaMalloc(&x, 4096 * sizeof(float));
+  cudaMalloc(&w, 1024 * sizeof(float));
+  cudaMalloc(&y, 4096 * sizeof(float));
+  cudaMemset(x, 0, 4096 * sizeof(float));
+  cudaMemset(w, 0, 1024 * sizeof(float));
+  cudaMemset(y, 0, 4096 * sizeof(float));
+  {launch}
+  cudaError_t err = cudaDeviceSynchronize();
+  printf("status %s\\n", cudaGetErrorString(err));
+  return 0;
+}}
+"""
+SANITIZED_SCOPES = [c for c in SCOPE_CASES if c.tool is not None]
+
+
+def _scope_exe(case, kind: str, tmp_path: Path) -> Path:
+    text = (case.bad if kind == "bad" else case.good).replace("/*!*/", "")
+    return compile_harness(SCOPE_HARNESS.format(kernel=text, launch=case.launch), tmp_path / f"{case.name}_{kind}",
+                           "-G")
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("case", SANITIZED_SCOPES, ids=lambda c: c.name)
+def test_scope_harnesses_compile(case, tmp_path):
+    assert _scope_exe(case, "bad", tmp_path).is_file() and _scope_exe(case, "good", tmp_path).is_file()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer not on PATH")
+@pytest.mark.parametrize("case", SANITIZED_SCOPES, ids=lambda c: c.name)
+def test_scope_hazard_trips_the_sanitizer_and_its_fix_does_not(case, tmp_path):
+    # divergent_barrier: synccheck's "Divergent thread(s) in block"; shared_row_pointer:
+    # racecheck's hazard on the neighbour's slot; read_under_ternary: memcheck's invalid
+    # read past the 1024 floats of `w` (the grid covers 1280 threads).
+    flags = ("--padding", "4096") if case.tool == "memcheck" else ()
+    count, text = sanitize(case.tool, _scope_exe(case, "bad", tmp_path), flags=flags)
+    print(f"{case.name} bad: {case.tool} reported {count}")
+    assert count > 0, f"{case.tool} saw nothing in {case.name}:\n{text[-3000:]}"
+    count, text = sanitize(case.tool, _scope_exe(case, "good", tmp_path), flags=flags)
+    print(f"{case.name} good: {case.tool} reported {count}")
+    assert count == 0 and "status no error" in text, text[-3000:]

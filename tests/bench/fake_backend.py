@@ -3,15 +3,15 @@
 What a task does is read from its name: ``slow`` sleeps, ``hang`` never returns,
 ``crash`` kills the process, ``raise`` raises, ``wrong`` is incorrect, ``die``
 kills the process that started the shard (a cluster worker's actor) the first
-time it runs under ``$FAKE_BENCH_DIE_ONCE`` (a marker file); every other task is
+time it runs under ``$STITCH_FAKE_BENCH_DIE_ONCE`` (a marker file); every other task is
 correct with a speedup derived from its name. Each run appends the task's name to
-the file named by ``$FAKE_BENCH_LOG`` so tests can count executions.
+the file named by ``$STITCH_FAKE_BENCH_LOG`` so tests can count executions.
 
-Slow tasks numbered 2 and up also wait while ``$FAKE_BENCH_HOLD`` (a file) exists.
+Slow tasks numbered 2 and up also wait while ``$STITCH_FAKE_BENCH_HOLD`` (a file) exists.
 
 ``verify`` reads what to answer from the candidate's module source: a line
 ``# fake: compile_error`` / ``incorrect`` / ``correct 2.5`` (the speedup); it
-sleeps ``$FAKE_BENCH_VERIFY_S`` first, so tests can see candidates verified at once.
+sleeps ``$STITCH_FAKE_BENCH_VERIFY_S`` first, so tests can see candidates verified at once.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from stitch_lsp.verdict import (
 
 
 def _log(name: str, *extra: object) -> None:
-    path = os.environ.get("FAKE_BENCH_LOG")
+    path = os.environ.get("STITCH_FAKE_BENCH_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(" ".join(map(str, [name, os.environ.get("CUDA_VISIBLE_DEVICES", "-"), os.getpid(), *extra])) + "\n")
 
 
 def _die_once() -> None:
-    marker = os.environ.get("FAKE_BENCH_DIE_ONCE")
+    marker = os.environ.get("STITCH_FAKE_BENCH_DIE_ONCE")
     if marker and not os.path.exists(marker):
         with open(marker, "w", encoding="utf-8") as fh:
             fh.write(str(os.getppid()))
@@ -46,10 +46,10 @@ def _die_once() -> None:
 
 
 def _hold(name: str) -> None:
-    """Slow tasks numbered 2 and up wait while the file ``$FAKE_BENCH_HOLD`` exists (two minutes at most): a
+    """Slow tasks numbered 2 and up wait while the file ``$STITCH_FAKE_BENCH_HOLD`` exists (two minutes at most): a
     test that interrupts a run after two tasks then knows the others have not finished, however loaded the
     machine."""
-    hold = os.environ.get("FAKE_BENCH_HOLD")
+    hold = os.environ.get("STITCH_FAKE_BENCH_HOLD")
     number = re.search(r"(\d+)", name)
     if not hold or number is None or int(number.group(1)) < 2:
         return
@@ -69,7 +69,7 @@ def run_task(task, settings, coder, cancel, report):
     print(f"stand-in running {task.name}")  # the shard's log (stdout is redirected there)
     report(ProgressEvent(stage="checking", message=task.name))
     if "slow" in task.name:
-        time.sleep(float(os.environ.get("FAKE_BENCH_SLOW_S", "1.0")))
+        time.sleep(float(os.environ.get("STITCH_FAKE_BENCH_SLOW_S", "1.0")))
         _hold(task.name)
     if "die" in task.name:
         _die_once()
@@ -97,7 +97,7 @@ def run_task(task, settings, coder, cancel, report):
 def verify(settings, reference_source, candidate, options, cancel, report):
     started = time.time()
     report(ProgressEvent(stage="checking", message="fake verify"))
-    time.sleep(float(os.environ.get("FAKE_BENCH_VERIFY_S", "0")))
+    time.sleep(float(os.environ.get("STITCH_FAKE_BENCH_VERIFY_S", "0")))
     _log("verify", started, time.time())
     match = re.search(r"# fake: (\w+)(?: ([\d.]+))?", candidate.module_source)
     kind, value = (match.group(1), match.group(2)) if match else ("correct", "1.0")

@@ -20,7 +20,7 @@ def candidate(kind: str) -> Candidate:
 
 def test_local_gpus_verify_candidates_at_once_each_in_its_own_shard(tmp_path, monkeypatch, log):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    monkeypatch.setenv("FAKE_BENCH_VERIFY_S", "0.5")
+    monkeypatch.setenv("STITCH_FAKE_BENCH_VERIFY_S", "0.5")
     executor = LocalExecutor()
     pool = CandidatePool(executor.start(WorkerSpec(coder="llm", settings=Settings(), run_dir=tmp_path,
                                                    backend=BACKEND), 2, io.StringIO()), executor)

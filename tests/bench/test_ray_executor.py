@@ -31,9 +31,9 @@ def cluster(tmp_path_factory):
     """Two nodes of two GPUs each; the stand-in's knobs are set before the nodes start, so every
     worker process on them sees them."""
     shared = tmp_path_factory.mktemp("ray-shared")
-    knobs = {"RAY_AUTH_MODE": "disabled", "FAKE_BENCH_LOG": str(shared / "runs.log"), "FAKE_BENCH_SLOW_S": "0.5",
-             "FAKE_BENCH_DIE_ONCE": str(shared / "died"), "FAKE_BENCH_VERIFY_S": "0.5",
-             "FAKE_BENCH_HOLD": str(shared / "hold")}
+    knobs = {"RAY_AUTH_MODE": "disabled", "STITCH_FAKE_BENCH_LOG": str(shared / "runs.log"), "STITCH_FAKE_BENCH_SLOW_S": "0.5",
+             "STITCH_FAKE_BENCH_DIE_ONCE": str(shared / "died"), "STITCH_FAKE_BENCH_VERIFY_S": "0.5",
+             "STITCH_FAKE_BENCH_HOLD": str(shared / "hold")}
     saved = {k: os.environ.get(k) for k in knobs}
     os.environ.update(knobs)
     head = Cluster(initialize_head=True, connect=False,
@@ -55,9 +55,9 @@ def cluster(tmp_path_factory):
 @pytest.fixture
 def runs(cluster):
     """The stand-in's execution log, emptied for this test: one (task, CUDA_VISIBLE_DEVICES, pid) per run."""
-    log = Path(cluster.knobs["FAKE_BENCH_LOG"])
+    log = Path(cluster.knobs["STITCH_FAKE_BENCH_LOG"])
     log.write_text("")
-    Path(cluster.knobs["FAKE_BENCH_DIE_ONCE"]).unlink(missing_ok=True)
+    Path(cluster.knobs["STITCH_FAKE_BENCH_DIE_ONCE"]).unlink(missing_ok=True)
     return lambda: [line.split() for line in log.read_text().splitlines()]
 
 
@@ -114,7 +114,7 @@ def test_a_task_whose_actor_dies_runs_again_elsewhere_and_is_marked(tmp_path, cl
 def test_ctrl_c_keeps_the_finished_tasks_and_resume_runs_only_the_rest(tmp_path, cluster, runs):
     names = [f"pw_slow{i}_fp32" for i in range(6)]
     suite = make_suite(tmp_path, names)
-    hold = Path(cluster.knobs["FAKE_BENCH_HOLD"])  # the third task on waits while it exists
+    hold = Path(cluster.knobs["STITCH_FAKE_BENCH_HOLD"])  # the third task on waits while it exists
     hold.write_text("")
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path), "RAY_ADDRESS": cluster.address}
     try:

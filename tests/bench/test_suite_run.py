@@ -47,8 +47,8 @@ def make_suite(root: Path, names: list[str]) -> Path:
 @pytest.fixture
 def log(tmp_path, monkeypatch):
     path = tmp_path / "runs.log"
-    monkeypatch.setenv("FAKE_BENCH_LOG", str(path))
-    monkeypatch.setenv("FAKE_BENCH_SLOW_S", "0.5")
+    monkeypatch.setenv("STITCH_FAKE_BENCH_LOG", str(path))
+    monkeypatch.setenv("STITCH_FAKE_BENCH_SLOW_S", "0.5")
 
     def read() -> list[list[str]]:
         return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
@@ -181,7 +181,7 @@ def test_cli_ctrl_c_keeps_finished_results_and_resume_completes(tmp_path, log):
     hold = tmp_path / "hold"  # the third task on waits while it exists: Ctrl-C lands with six not finished
     hold.write_text("")
     env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "0", "HOME": str(tmp_path),
-           "FAKE_BENCH_SLOW_S": "0.5", "FAKE_BENCH_HOLD": str(hold)}
+           "STITCH_FAKE_BENCH_SLOW_S": "0.5", "STITCH_FAKE_BENCH_HOLD": str(hold)}
     run_dir = tmp_path / "cli-run"
     _, done = ctrl_c_after_two([str(suite), "--backend", BACKEND, "--no-bandwidth"], env, run_dir)
     assert done == {"pw_slow0_fp32", "pw_slow1_fp32"}

@@ -80,7 +80,6 @@ MODEL = textwrap.dedent("""
 SELECTION_PROBLEMS = [
     ("splits-a-statement", "y = F.gelu(", "y = F.gelu(", "splits a statement"),
     ("unknown-function", "z = mystery", "z = mystery", "calls mystery(), which Stitch does not know"),
-    ("function-of-this-file", "w = helper", "w = helper", "calls helper(), defined in this file"),
     ("control-flow", "y = x + b", "y = y * 2", "control flow"),
     ("no-shapes", "v = torch.relu", "v = torch.relu", "no shapes for x, b"),
 ]

@@ -82,6 +82,7 @@ export const SERVER_COMMANDS = {
   profileKernel: "stitch.profileKernel",
   showReport: "stitch.showReport",
   cancelAll: "stitch.cancelAll",
+  recordShapes: "stitch.recordShapes",
 } as const;
 
 export type ServerCommand = (typeof SERVER_COMMANDS)[keyof typeof SERVER_COMMANDS];
@@ -94,6 +95,7 @@ export const COMMAND_ARGUMENTS: Record<ServerCommand, "uri+range" | "uri+positio
   // The kernel under the cursor when there is an editor, else the latest report.
   "stitch.showReport": "uri+position?",
   "stitch.cancelAll": "none",
+  "stitch.recordShapes": "none",
 };
 
 export const COMMAND_TITLES: Record<ServerCommand, string> = {
@@ -102,4 +104,5 @@ export const COMMAND_TITLES: Record<ServerCommand, string> = {
   "stitch.profileKernel": "Profile Kernel",
   "stitch.showReport": "Show Last Report",
   "stitch.cancelAll": "Cancel All Jobs",
+  "stitch.recordShapes": "Record Shapes",
 };

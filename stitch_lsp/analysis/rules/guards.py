@@ -69,12 +69,18 @@ def is_check(facts: FunctionFacts, cond: Node | None) -> bool:
     return False
 
 
+_LEAVES = frozenset({"return", "break", "continue"})
+
+
 def is_bounds_checked(facts: FunctionFacts, byte: int) -> bool:
     """A comparison decides whether code at ``byte`` runs: an enclosing if/loop/ternary
     condition, or an earlier early exit."""
     for c in facts.controls_over(byte):
         if is_check(facts, c.cond):
             return True
+    # A statement the grammar could not read may be the check (`if (...) return;` in it).
+    if any(s.end <= byte and s.names & _LEAVES for s in facts.unknown):
+        return True
     returns, loop_exits = _exit_table(facts)
     first = facts.memo.get("first_checked_return")
     if first is None:

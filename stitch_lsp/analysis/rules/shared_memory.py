@@ -200,6 +200,15 @@ def _is_barrier_method(facts: FunctionFacts, call) -> bool:
     return "barrier" in described
 
 
+def _multi_axis(facts: FunctionFacts) -> bool:
+    """The kernel uses threadIdx.y or .z: threadIdx.x alone does not name one thread."""
+    hit = facts.memo.get("multi_axis")
+    if hit is None:
+        text = facts.src[facts.node.start_byte:facts.node.end_byte]
+        hit = facts.memo["multi_axis"] = b"threadIdx.y" in text or b"threadIdx.z" in text
+    return hit
+
+
 class SharedEvents:
     """(position, kind, access) for every shared-memory read, write and barrier.
 
@@ -219,6 +228,9 @@ class SharedEvents:
         self.has_writes = any(kind == "write" for _, _, kind, _ in events)
         self.barriers = [c.node.start_byte for c in facts.calls if c.name in BLOCK_BARRIERS | WARP_BARRIERS]
         self.barriers += [c.node.start_byte for c in facts.method_calls if _is_barrier_method(facts, c)]
+        # A statement the grammar cannot read may be a barrier (`BlockLoadT(smem).Load(...)` is
+        # one): races are not claimed across it.
+        self.barriers += [s.start for s in facts.unknown]
         events += [(b, 0, "barrier", None) for b in self.barriers]
         events.sort(key=lambda e: (e[0], e[1]))
         self.events = events
@@ -240,6 +252,8 @@ class SharedEvents:
         if self._canon[id(w)] == self._canon[id(r)] and any(
                 facts.depends_on_thread(index_expr(i)) for i in w.indices):
             return True  # each thread owns its slot
+        if self._same_own_column(w, r):
+            return True  # `s[j][tid] = s[0][tid]`: each thread owns its column
         # Written and read inside one `if (tid == 0)`-style branch: a single thread.
         owner = thread_dependent_control(facts, w.node.start_byte)
         if (owner is not None and owner.kind == "if" and owner.governs(r.node.start_byte)
@@ -247,6 +261,16 @@ class SharedEvents:
             return True
         # `if (tid == 0) ... s[0]` after `s[tid] = ...`: thread 0 reads the slot only it writes.
         return self._reads_own_slot(w, r)
+
+    def _same_own_column(self, w: Access, r: Access) -> bool:
+        """Both index one dimension with the thread's own index (`threadIdx.x` in a kernel that
+        uses no other thread axis): thread k only ever touches that dimension's slice k."""
+        facts = self.facts
+        if len(w.indices) != len(r.indices) or len(w.indices) < 2 or _multi_axis(facts):
+            return False
+        return any(thread_id(facts, index_expr(a)) is not None and
+                   thread_id(facts, index_expr(a)) == thread_id(facts, index_expr(b))
+                   for a, b in zip(w.indices, r.indices))
 
     def _reads_own_slot(self, w: Access, r: Access) -> bool:
         facts = self.facts

@@ -11,6 +11,12 @@ from stitch_lsp.analysis.rules.guards import is_bounds_checked, kernel_traits
 from stitch_lsp.findings import Severity
 
 
+def constexpr_branch(facts: FunctionFacts, byte: int) -> bool:
+    """Code at ``byte`` sits in a branch of an `if constexpr` (a compile-time specialisation)."""
+    return any(c.kind == "if" and any(ch.type == "constexpr" for ch in c.node.children)
+               for c in facts.controls_over(byte))
+
+
 def unguarded(facts: FunctionFacts, a) -> bool:
     return grid_index(facts, a) and not is_bounds_checked(facts, a.node.start_byte) and not clamped(facts, a)
 
@@ -54,6 +60,13 @@ class UnguardedGlobalWrite(Rule):
             if not a.is_write or not unguarded(facts, a) or per_thread_slot(facts, a, grid_stride):
                 continue
             guard = suggest_guard(facts, a)
+            if constexpr_branch(facts, a.node.start_byte):
+                # `if constexpr (kIsEven) { y[i] = ...; } else { if (i < n) ... }`: the launcher picks
+                # this specialisation when the grid covers the data exactly.
+                out.emit(a.node, f"`{facts.text(a.node)}` writes global memory at a grid-wide index with no bounds "
+                                 f"check in a compile-time branch: correct only while the launcher takes this "
+                                 f"branch for sizes the grid covers exactly", severity=Severity.HINT)
+                continue
             if not sized:
                 # No size comes in: the kernel's contract is a grid that exactly covers the data.
                 out.emit(a.node, f"`{facts.text(a.node)}` writes global memory at a grid-wide index with no bounds "

@@ -83,7 +83,11 @@ class DivergentBarrier(Rule):
             at = b.node.start_byte
             ctl = thread_dependent_control(facts, at)
             if ctl is not None:
-                if not _meets_another_barrier(facts, ctl, positions):
+                # The Programming Guide allows __syncthreads() in conditional code only where the
+                # condition is the same for the whole block (synccheck reports a divergent
+                # barrier otherwise), whatever follows the branch. A loop whose trip count
+                # differs is reported where the threads that left it meet another barrier.
+                if ctl.kind == "loop" and not _meets_another_barrier(facts, ctl, positions):
                     continue
                 cond = squash(facts.text(ctl.cond))
                 where = "a loop whose trip count" if ctl.kind == "loop" else "a branch whose condition"

@@ -4,8 +4,25 @@ from __future__ import annotations
 
 from stitch_lsp.analysis.cuda_facts import FunctionFacts, index_expr
 from stitch_lsp.analysis.rules.base import Emitter, Rule, RuleMeta
+from stitch_lsp.analysis.rules.shared_memory import single_thread
 from stitch_lsp.analysis.rules.thread_index import Kind, XIndex
 from stitch_lsp.findings import Severity
+
+
+def one_thread_runs(facts: FunctionFacts, byte: int) -> bool:
+    """Code at ``byte`` runs in at most one thread of its block (or warp): it sits in the
+    `if` branch of `t == 0` / `u == n - 1`, or the `else` branch of `t != 0`."""
+    for c in facts.controls_over(byte):
+        if c.kind != "if" or c.cond is None:
+            continue
+        cons = c.node.child_by_field_name("consequence")
+        alt = c.node.child_by_field_name("alternative")
+        if cons is not None and cons.start_byte <= byte < cons.end_byte and single_thread(facts, c.cond):
+            return True
+        if alt is not None and alt.start_byte <= byte < alt.end_byte and c.cond.type == "binary_expression" \
+                and facts.text(c.cond.child_by_field_name("operator")) == "!=" and facts.depends_on_thread(c.cond):
+            return True
+    return False
 
 
 class Uncoalesced(Rule):
@@ -23,6 +40,11 @@ class Uncoalesced(Rule):
                 continue
             if (a.base, a.index_text) in seen:
                 continue  # `y[k] = y[k] + v`: one finding for the location
+            parent = a.node.parent
+            if parent is not None and parent.type == "pointer_expression" and facts.text(parent).startswith("&"):
+                continue  # `*reinterpret_cast<const uint4*>(&A[i])`: an address for a vector load of unknown width
+            if one_thread_runs(facts, a.node.start_byte):
+                continue  # `if (t == 0)`: one thread, one transaction; the many-thread site is reported
             last = index_expr(a.indices[-1])
             kind, product = xi.expr(last)
             if kind != Kind.SCALED:

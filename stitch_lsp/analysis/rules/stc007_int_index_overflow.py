@@ -71,6 +71,11 @@ def _products_in(facts: FunctionFacts, node: Node) -> list[Node]:
     return out
 
 
+def _grid_step(facts: FunctionFacts, loop) -> bool:
+    update = loop.node.child_by_field_name("update")
+    return update is not None and any(n.startswith("gridDim.") for n in facts.closure(facts.refs(update)))
+
+
 class IntIndexOverflow(Rule):
     meta = RuleMeta("STC007", "int-index-overflow", "`int` index arithmetic that can overflow past 2^31",
                     Severity.WARNING)
@@ -127,6 +132,11 @@ class IntIndexOverflow(Rule):
                 continue
             d = mine[0]
             if d.value is None or not facts.depends_on_thread(d.value) or not _subscripts(facts, d.key):
+                continue
+            if not any(n.startswith("blockIdx.") for n in facts.closure(facts.refs(d.value))) and \
+                    not _grid_step(facts, loop):
+                # `for (i = threadIdx.x; i < C; i += blockDim.x)`: one block walks one row. Reaching
+                # 2^31 would take each thread millions of iterations; rows are not that wide.
                 continue
             bound = _compared_with_wide(facts, d.key, params_only=True)
             if bound is None:

@@ -91,6 +91,7 @@ def _touched_names(facts: FunctionFacts) -> set[str]:
         args = launch.node.child_by_field_name("arguments")
         if args is not None:
             touched |= facts.base_names(args)
+    touched |= facts.unknown_names()  # a statement the grammar cannot read may write what it names
     return touched
 
 

@@ -92,6 +92,7 @@ _DIRECT = {
     "aten.addmm.default": torch.addmm, "aten.mm.default": torch.mm, "aten.bmm.default": torch.bmm,
     "aten.baddbmm.default": torch.baddbmm, "aten.permute.default": torch.permute, "aten.t.default": torch.t,
     "aten.transpose.int": torch.transpose, "aten.view.default": torch.Tensor.view, "aten.cat.default": torch.cat,
+    "aten.reshape.default": torch.reshape,
     "aten.unsqueeze.default": torch.unsqueeze, "aten.convolution.default": torch.convolution,
     "aten.linear.default": torch.nn.functional.linear,
 }
@@ -141,6 +142,8 @@ def _value(v, env, device):
             return env[v["$"]]
         if "$dtype" in v:
             return getattr(torch, v["$dtype"])
+        if "$memory_format" in v:
+            return getattr(torch, v["$memory_format"])
         if "$device" in v:
             return device
         return {k: _value(x, env, device) for k, x in v.items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from attrs import define, field
 
 from stitch_lsp.plan import library_calls, op_table
+from stitch_lsp.plan.attention import fold_attention
 from stitch_lsp.plan.fusion import Group, simplify, split, split_tail, split_windows
 from stitch_lsp.coders.template.conv_tail import conv_layouts, input_kernel, reduction_tail, tail_kernel
 from stitch_lsp.coders.template.emitter import Unsupported
@@ -13,6 +14,7 @@ from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel, window_kernel
 from stitch_lsp.coders.template.reductions import reduction_kernels
 from stitch_lsp.coders.template.scan_kernel import scan_kernel
+from stitch_lsp.coders.template.size_split import split_by_size
 from stitch_lsp.coders.template.library_call import describe as describe_library, lower_library
 from stitch_lsp.coders.template.conv_bias import split_conv_bias
 from stitch_lsp.coders.template.library_epilogue import fold_library_epilogues
@@ -77,12 +79,14 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
     a convolution with a pointwise tail may run in channels-last (None: ``STITCH_CONV_LAYOUT``, default on)."""
     source = graph
     gemm = gemm or default_options()
-    graph, _ = fuse_gemms(simplify(graph), gemm.choose)
+    graph, attention, _ = fold_attention(simplify(graph))
+    graph, _ = fuse_gemms(graph, gemm.choose)
     graph, folded = fold_library_epilogues(graph)
     graph, moved = split_conv_bias(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=list(folded) + moved, library_fusions=folded,
+    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in attention] + list(folded) + moved,
+                             library_fusions=folded,
                              source_graph=source, gemm_mode=gemm.mode,
                              conv_layout="nchw" if channels_last is False else "")
     layouts = conv_layouts(graph, groups, index, channels_last)
@@ -104,6 +108,12 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
                 else:
                     specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
             except Unsupported as exc:
+                parts = split_by_size(group, index) if group.kind == "pointwise" else None
+                if parts:
+                    # One kernel per output size, each recomputing what it needs from the group's inputs.
+                    program.notes.append(f"group {group.index} (pointwise): {exc}; one kernel per output size")
+                    pending[:0] = parts
+                    continue
                 parts = split_windows(group, index) if group.kind == "window" else None
                 if parts:
                     # Each pooling op in a kernel of its own, the pointwise work between them in others.

@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from stitch_lsp.coders.template.lower import LoweredProgram, lower
+from stitch_lsp.coders.template.strides import checked_views
 from stitch_lsp.contract import TRACE_WORKER
 from stitch_lsp.contract.trace import TraceReply, TraceRequest
 from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
@@ -63,7 +64,7 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                     extra["convert"] = {"kernel": c.name, "grid": c.grid, "block": c.block,
                                         "shape": list(c.scratch[c.outputs[0]][0])}
             steps.append({"op": node.op, "name": n, "args": node.args, "kwargs": node.kwargs, **extra})
-    steps = _linear_calls(steps, set(graph.outputs))
+    steps = checked_views(_linear_calls(steps, set(graph.outputs)))
     return {
         "inputs": [i.name for i in graph.inputs],
         "checks": [[list(i.shape), i.dtype] for i in graph.inputs],

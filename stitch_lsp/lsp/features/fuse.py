@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
 
+from stitch_lsp.task.selection import prepare, shapes_for, workspace_path
 from stitch_lsp.coders.llm.key import key_configured
-from stitch_lsp.task.shapes import comment_block, comment_template, resolve
+from stitch_lsp.task.shapes import comment_block, comment_template
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
 from stitch_lsp.jobs import JobSpec
 from stitch_lsp.jobs.queue import Priority
 from stitch_lsp.lsp import fuse_result
+from stitch_lsp.lsp.features.record_shapes import record_action
 from stitch_lsp.lsp.progress import job_queue
 from stitch_lsp.lsp.server import StitchServer
 
@@ -83,7 +85,9 @@ class Fuser:
                 return []
             return [lsp.CodeAction(title=title, kind=lsp.CodeActionKind.RefactorRewrite,
                                    disabled=lsp.CodeActionDisabled(reason="; ".join(region.problems)))]
-        shapes = resolve(region, doc.source, self.server.settings.shapes)
+        root = Path(self.server.root) if self.server.root else None
+        shapes, found = shapes_for(region, doc.source, self.server.settings, root,
+                                   workspace_path(root, self.server.path_of(uri)))
         if shapes.missing and self.server.trusted and "def get_inputs" in doc.source:
             shapes.missing = []  # the job records them by running the file's get_inputs()
         if shapes.missing:
@@ -96,12 +100,14 @@ class Fuser:
                 edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(
                     range=lsp.Range(start=lsp.Position(first, 0), end=lsp.Position(line, 0)), new_text=comment)]}),
             )
+            note = f" ({found.note})" if found is not None and found.note else ""
             disabled = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.RefactorRewrite,
                                       disabled=lsp.CodeActionDisabled(
                                           reason="; ".join(shapes.problems) or (
                                               "no shapes for " + ", ".join(shapes.missing)
-                                              + ": add a `# stitch: name=[dims] dtype` comment above the selection")))
-            return [fix, disabled]
+                                              + ": record your program (Stitch: Record Shapes), or add a "
+                                                "`# stitch: name=[dims] dtype` comment above the selection" + note)))
+            return [fix, record_action(self.server), disabled]
         actions = [lsp.CodeAction(
             title=title, kind=lsp.CodeActionKind.RefactorRewrite,
             command=lsp.Command(title=title, command=FUSE, arguments=[uri, doc.version, start, end]),
@@ -134,9 +140,8 @@ class Fuser:
         except ValueError:
             rel = path
         from stitch_lsp.fuse.edit import names_for
-        from stitch_lsp.task.selection import prepare
 
-        prepared = prepare(source, rel, start, end, settings)
+        prepared = prepare(source, rel, start, end, settings, root=root)
         needs_record = prepared.task is None and bool(prepared.missing_shapes) and "def get_inputs" in source
         if prepared.task is None and not needs_record:
             return self._fail(uri, prepared.region.range, prepared.problem)
@@ -162,7 +167,7 @@ class Fuser:
                 report(ProgressEvent("planning", "recording shapes: running the file's get_inputs()", 2))
                 recorded, why = record(current.region, source, python=settings.python, cancel=cancel)
                 if recorded is not None:
-                    current = prepare(source, rel, start, end, settings, recorded)
+                    current = prepare(source, rel, start, end, settings, recorded, root=root)
                 state["prepared"] = current
                 if current.task is None:
                     state["problem"] = current.problem + (f" (shape recorder: {why})" if why else "")

@@ -23,34 +23,34 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
-from stitch_lsp.lsp import setting_scopes, trust_message
+from stitch_lsp.lsp import trust_message
 from stitch_lsp.lsp.server import StitchServer
 from stitch_lsp.lsp.text_documents import use_fast_documents
-from stitch_lsp.settings import Layer, build, from_pyproject, from_user_config
+from stitch_lsp.settings import Layer, from_pyproject, from_user_config, read_settings
 from stitch_lsp.workspace_trust import Ignored
 
 log = logging.getLogger(__name__)
 
 SET_TRUSTED = "stitch/setTrusted"
 SET_USER_SETTINGS = "stitch/setUserSettings"
-# (layer, can the workspace write it?), in merge order.
+# (layer, can the workspace write it?, does it come from the client?), in merge order.
 _LAYERS = (
-    ("user config", False),
-    ("userSettings", False),
-    ("pyproject.toml", True),
-    ("initializationOptions", True),
-    ("workspace/configuration", True),
+    ("user config", False, False),
+    ("userSettings", False, True),
+    ("pyproject.toml", True, False),
+    ("initializationOptions", True, True),
+    ("workspace/configuration", True, True),
 )
-# What an editor merges from its user and workspace settings: "$scopes" (set by the client, never by a
-# settings file) says which values are the user's (``setting_scopes``).
-_EDITOR_LAYERS = ("initializationOptions", "workspace/configuration")
 # Keys of initializationOptions that are not settings.
 _OPTION_KEYS = ("trusted", "settings", "userSettings", "handles")
 
 
 class SettingsLayers:
     def __init__(self) -> None:
-        self.layers: dict[str, dict[str, Any]] = {name: {} for name, _ in _LAYERS}
+        self.layers: dict[str, dict[str, Any]] = {name: {} for name, _, _ in _LAYERS}
+        # Values dropped because the workspace is not trusted, as of the last rebuild (the reader's
+        # list, with each value's origin): what a warning about them says, and what trust withdraws.
+        self.untrusted: list[Ignored] = []
         self.reported: set[str] = set()
         self.pending: list[Ignored] = []  # ignored workspace values not yet told to the user
         self.ready = False  # the client's own settings are in
@@ -121,11 +121,8 @@ def flush_untrusted(server: StitchServer) -> None:
 
 def rebuild_settings(server: StitchServer) -> None:
     layers: SettingsLayers = server.settings_layers
-    built = build(
-        [Layer(part, raw, workspace and in_workspace)
-         for name, workspace in _LAYERS
-         for part, raw, in_workspace in (setting_scopes.split(name, layers.layers[name]) if name in _EDITOR_LAYERS
-                                         else [(name, layers.layers[name], workspace)])],
+    built = read_settings(
+        [Layer(name, layers.layers[name], workspace, client) for name, workspace, client in _LAYERS],
         root=server.root,
         trusted=server.trusted,
     )
@@ -134,6 +131,13 @@ def rebuild_settings(server: StitchServer) -> None:
         if tag not in layers.reported:
             layers.reported.add(tag)
             server.log_message(f"Stitch: ignored setting '{key}' from {name}", lsp.MessageType.Warning)
+    for problem in built.problems:
+        if problem not in layers.reported:
+            layers.reported.add(problem)
+            server.show_message(f"Stitch: {problem}", lsp.MessageType.Warning)
+    layers.untrusted = built.untrusted
+    if not built.untrusted:
+        layers.pending = []  # trust arrived (or the values went): nothing left to warn about
     _tell_untrusted(server, built.untrusted)
     settings = built.settings
     if settings != server.settings:

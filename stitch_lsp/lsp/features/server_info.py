@@ -34,6 +34,11 @@ def register(server: StitchServer) -> None:
             "features": list(server.registered_features),
             "root": str(server.root) if server.root else None,
             "settings": to_dict(server.settings),
+            # Workspace values left out while untrusted, each with where it came from (empty once trusted).
+            "untrustedSettings": [
+                {"setting": i.key, "value": i.value, "source": i.source, "reason": i.reason}
+                for i in getattr(getattr(server, "settings_layers", None), "untrusted", [])
+            ],
         }
 
     @server.feature(SERVER_INFO)

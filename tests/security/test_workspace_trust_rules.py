@@ -7,7 +7,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from stitch_lsp.settings import Layer, Settings, build
+from stitch_lsp.settings import Layer, Settings, read_settings as build
 from stitch_lsp.workspace_trust import CLASSIFICATION, USER_ONLY, inside_workspace, screen, screen_flags
 
 
@@ -80,13 +80,14 @@ def test_build_keeps_user_values_and_screens_only_workspace_layers(tmp_path):
 
 
 def test_user_only_settings_name_programs():
-    assert {k for k, (kind, _) in CLASSIFICATION.items() if kind == USER_ONLY} == {"nvcc_path", "python", "trusted"}
+    assert {k for k, (kind, _) in CLASSIFICATION.items() if kind == USER_ONLY} == {"nvcc_path", "python", "record_command",
+                                                                                   "extra_env", "trusted"}
 
 
 def test_shape_names_are_kept_as_written():
     """Setting names are camelCase or snake_case; the variable names in `shapes` are the user's own."""
     built = build([Layer("workspace/configuration", {"stitch": {"shapes": {"hiddenStates": "8x1024 float32"},
-                                                                "onSave": {"compile": False}}}, True)],
+                                                                "onSave": {"compile": False}}}, True, True)],
                   root=None, trusted=False)
     assert built.settings.shapes == {"hiddenStates": "8x1024 float32"}
     assert built.settings.on_save.compile is False

@@ -1,0 +1,1 @@
+"""Put on the user's PYTHONPATH by ``stitch record``: stdlib only."""

@@ -1,0 +1,124 @@
+"""Generated programs never ``view`` a tensor whose strides they have not checked.
+
+Eager's ``y.transpose(1, 2).contiguous().view(B, T, C)`` works because ``contiguous()`` made a row-major
+copy. Traced, that ``contiguous()`` is a clone whose memory format must survive into the program: a clone
+that preserved the transposed strides made every level-3 attention task fail with "view size is not
+compatible with input tensor's size and stride". And where the program's own value has other strides than
+eager's had (a kernel writes its output row-major where eager kept a transposed layout), a ``view`` of it
+becomes a ``reshape``: the same view where the strides allow one, a copy where they do not.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
+
+from stitch_lsp.coders.template import candidate_module, lower  # noqa: E402
+from stitch_lsp.plan.gemm_tiles import GemmOptions  # noqa: E402
+from stitch_lsp.coders.template.program import program_data  # noqa: E402
+from stitch_lsp.coders.template.strides import checked_views  # noqa: E402
+from stitch_lsp.pipeline import Task  # noqa: E402
+
+HEADS_BACK = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        B, H, T, D = x.shape
+        y = torch.matmul(x, self.lin.weight[:D, :D])          # (B, H, T, D), a batched GEMM
+        y = y.transpose(1, 2).contiguous().view(B, T, H * D)  # heads back: needs the contiguous copy
+        return self.lin(y)
+
+def get_inputs():
+    return [torch.randn(2, 4, 6, 4)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def run_on_cpu(source):
+    reply = trace_handler.trace_task(source)
+    assert reply.ok, reply.message
+    graph = reply.graph
+    program = lower(graph, GemmOptions(mode="cublas"))
+    assert program.kernels == []
+    module = types.ModuleType("candidate")
+    exec(compile(candidate_module(Task(name="t", source=source), program), "candidate", "exec"), module.__dict__)
+    ref = types.ModuleType("reference")
+    exec(compile(source, "reference", "exec"), ref.__dict__)
+    torch.manual_seed(0)
+    model = ref.Model(*ref.get_init_inputs()).eval()
+    inputs = ref.get_inputs()
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    tensors = [state[i.path].detach() if i.role in ("param", "buffer") else inputs[i.index] for i in graph.inputs]
+    with torch.no_grad():
+        return program, model(*inputs), module._Prepared(module._BAKED)(tensors)
+
+
+def test_contiguous_then_view_runs_in_the_generated_program():
+    program, want, got = run_on_cpu(HEADS_BACK)
+    clones = [n for n in program.graph.nodes if n.op == "aten.clone.default"]
+    assert any(n.kwargs.get("memory_format") == {"$memory_format": "contiguous_format"} for n in clones)
+    torch.testing.assert_close(got, want)
+
+
+def kernel(name, out):
+    return {"kernel": name, "grid": 1, "block": 32, "args": ["x"], "outputs": [[out, [4, 6], "float32"]]}
+
+
+def op(op, name, src, *rest, **kwargs):
+    return {"op": op, "name": name, "args": [{"$": src}, *rest], "kwargs": kwargs}
+
+
+def test_views_of_values_not_known_contiguous_become_reshapes():
+    steps = [
+        kernel("k0", "a"),
+        op("aten.view.default", "a2", "a", [24]),  # a kernel's output: row-major, a view is safe
+        op("aten.permute.default", "p", "a", [1, 0]),
+        op("aten.view.default", "p2", "p", [24]),  # strides unknown: reshape
+        op("aten.clone.default", "c", "p", memory_format={"$memory_format": "contiguous_format"}),
+        op("aten.view.default", "c2", "c", [24]),  # a contiguous copy: view
+        op("aten.clone.default", "k", "p"),  # preserves the permuted strides
+        op("aten.view.default", "k2", "k", [24]),
+        op("aten.view.default", "x2", "x", [24]),  # forward's input: the caller's strides
+        op("aten.linear.default", "l", "x2", "w"),
+        op("aten.view.default", "l2", "l", [24]),  # cuBLAS's result is row-major
+    ]
+    ops = {s["name"]: s["op"] for s in checked_views(steps) if "op" in s}
+    assert ops["a2"] == ops["c2"] == ops["l2"] == "aten.view.default"
+    assert ops["p2"] == ops["k2"] == ops["x2"] == "aten.reshape.default"
+
+
+def test_no_generated_view_reads_a_value_of_unchecked_strides():
+    reply = trace_handler.trace_task(HEADS_BACK)
+    data = program_data(lower(reply.graph, GemmOptions(mode="cublas")))
+    made = {}
+    for step in data["steps"]:
+        if "op" in step:
+            made[step["name"]] = step
+    for step in data["steps"]:
+        if step.get("op") == "aten.view.default":
+            src = made.get(step["args"][0]["$"])
+            assert src is not None and src["op"] in ("aten.clone.default", "aten.linear.default", "aten.addmm.default",
+                                                     "aten.bmm.default", "aten.mm.default", "aten.view.default",
+                                                     "aten.reshape.default"), step
+
+
+def test_reshape_is_a_direct_call_with_eagers_result():
+    reply = trace_handler.trace_task(HEADS_BACK)
+    module = types.ModuleType("candidate")
+    exec(compile(candidate_module(Task(name="t", source=HEADS_BACK), lower(reply.graph, GemmOptions(mode="cublas"))),
+                 "candidate", "exec"), module.__dict__)
+    x = torch.randn(2, 3, 4).transpose(1, 2)
+    got = module._DIRECT["aten.reshape.default"](x, [2, 12])
+    assert torch.equal(got, torch.ops.aten.reshape.default(x, [2, 12]))
