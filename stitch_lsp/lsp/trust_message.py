@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from lsprotocol import types as lsp
 
 from stitch_lsp.lsp.server import StitchServer
@@ -29,7 +31,22 @@ def text(ignored: list[Ignored]) -> str:
             f"{summary(ignored)}. Your own settings or the defaults apply instead.")
 
 
+def _where(source: str) -> str:
+    """"workspace/configuration, workspace settings" → "workspace settings": where the user set it,
+    not which message carried it."""
+    return source.rsplit(", ", 1)[-1]
+
+
+def one_each(ignored: list[Ignored]) -> list[Ignored]:
+    """Each left-out value once: an editor sends the same settings at start and when asked."""
+    seen: dict[tuple[str, str], Ignored] = {}
+    for item in ignored:
+        seen.setdefault((item.key, item.value), attrs.evolve(item, source=_where(item.source)))
+    return list(seen.values())
+
+
 def tell(server: StitchServer, ignored: list[Ignored]) -> None:
+    ignored = one_each(ignored)
     if not ignored:
         return
     message = text(ignored)
