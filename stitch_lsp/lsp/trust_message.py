@@ -34,7 +34,8 @@ def text(ignored: list[Ignored]) -> str:
 def _where(source: str) -> str:
     """"workspace/configuration, workspace settings" → "workspace settings": where the user set it,
     not which message carried it."""
-    return source.rsplit(", ", 1)[-1]
+    where = source.rsplit(", ", 1)[-1]
+    return {"workspaceFolder settings": "folder settings"}.get(where, where)
 
 
 def one_each(ignored: list[Ignored]) -> list[Ignored]:
