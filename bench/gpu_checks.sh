@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every GPU test group in one GPU-machine call, each under its own time limit, logs to $OUT.
 # Run from the repository root:  OUT=/tmp/out bash bench/gpu_checks.sh [GROUP...]
-# Groups: verify jobs llm bench analysis fuse fuse_lsp loader latency (default: all but fuse, fuse_lsp, loader).
+# Groups: verify jobs llm bench analysis fuse fuse_lsp loader latency (default: all but fuse, fuse_lsp, loader),
+# and the narrower ones: timing attention scopes (the rule-scope sanitizer cases) models_nanoGPT models_minGPT
+# (bench/models_fuse_gpu.sh, MODELS= the corpus' models folder carried with the checkout).
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -30,6 +32,11 @@ for g in $GROUPS_TO_RUN; do
     # The LSP end-to-end test runs everywhere; on a GPU it must end with the verified edit offered.
     fuse_lsp) MARK="" run_tests fuse_lsp 300 tests/fuse/test_fuse_lsp_e2e.py -k listed_then_run ;;
     loader)   run_tests loader 60 tests/verify/test_loader_gpu.py ;;
+    timing)   run_tests timing 120 tests/verify/test_timing_gpu.py ;;
+    attention) run_tests attention 200 tests/agents/test_attention_precision_gpu.py ;;
+    scopes)   run_tests scopes 150 tests/analysis/test_rules_on_gpu.py -k scope_hazard ;;
+    models_*) OUT="$O/models" FOLDERS="${g#models_}" timeout 300 bash bench/models_fuse_gpu.sh > "$O/${g}.log" 2>&1
+              echo "== $g: rc=$?"; tail -15 "$O/${g}.log" ;;
     latency)
       timeout 120 python3 bench/lsp_latency.py --conditions idle gpu-job --real-gpu --iterations 120 \
         --out "$O/lsp_latency_gpu_job_h100.txt" > "$O/lsp_latency.log" 2>&1

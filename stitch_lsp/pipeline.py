@@ -84,12 +84,15 @@ class Candidate:
     library_fusions: list[str] = field(factory=list)
     # Of ``uncovered_ops``: those a library runs by design (GEMMs, convolutions, pooling) ...
     library_calls: list[str] = field(factory=list)
+    # Patterns of several ops that run as one library call written for them (hand-written attention as
+    # scaled_dot_product_attention): a rewrite worth verifying even when no kernel of ours runs.
+    pattern_calls: list[str] = field(factory=list)
     # ... and those no template covers: what stops the task being covered (empty: covered).
     blocking_ops: list[str] = field(factory=list)
 
     @property
     def fuses_anything(self) -> bool:
-        return bool(self.cuda_sources or self.library_fusions)
+        return bool(self.cuda_sources or self.library_fusions or self.pattern_calls)
 
     def fused_what(self) -> str:
         """What the candidate fuses, for a message: "2 kernels", "1 kernel + a cuBLASLt epilogue"."""
@@ -98,6 +101,9 @@ class Candidate:
         if self.library_fusions:
             k = len(self.library_fusions)
             parts.append("a cuBLASLt epilogue" if k == 1 else f"{k} cuBLASLt epilogues")
+        if self.pattern_calls:
+            k = len(self.pattern_calls)
+            parts.append("a fused attention call" if k == 1 else f"{k} fused attention calls")
         return " + ".join(parts) or "nothing"
 
     def key(self) -> str:

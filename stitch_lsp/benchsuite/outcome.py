@@ -160,7 +160,7 @@ def to_result(
         library = list(getattr(candidate, "library_calls", None) or [])
         if blocking:
             notes.append("partly covered, left as PyTorch: " + ", ".join(blocking))
-        if library and not candidate.cuda_sources and not candidate.library_fusions:
+        if library and not candidate.fuses_anything:
             notes.append("library call only: " + ", ".join(library))
         elif candidate.uncovered_ops and not blocking and not library:
             notes.append("left as PyTorch: " + ", ".join(candidate.uncovered_ops))

@@ -40,6 +40,7 @@ class TemplateCoder:
             notes=program.notes,
             uncovered_ops=program.uncovered_ops,
             library_fusions=list(program.library_fusions),
+            pattern_calls=list(program.pattern_calls),
             library_calls=list(program.library_calls),
             blocking_ops=list(program.blocking_ops),
         )

@@ -47,6 +47,7 @@ class LoweredProgram:
     uncovered_ops: list[str] = field(factory=list)
     notes: list[str] = field(factory=list)
     library_fusions: list[str] = field(factory=list)  # ops folded into a library call's epilogue
+    pattern_calls: list[str] = field(factory=list)  # hand-written attention taken as one library call
     library_calls: list[str] = field(factory=list)  # ops a library runs by design (cuBLAS, cuDNN, pooling)
     # Ops left to PyTorch because no template covers them: what stops the task being covered.
     blocking_ops: list[str] = field(factory=list)
@@ -86,7 +87,7 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
     groups = split(graph)
     index = graph.index()
     program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in attention] + list(folded) + moved,
-                             library_fusions=folded,
+                             library_fusions=folded, pattern_calls=[m.describe() for m in attention],
                              source_graph=source, gemm_mode=gemm.mode,
                              conv_layout="nchw" if channels_last is False else "")
     layouts = conv_layouts(graph, groups, index, channels_last)
