@@ -45,7 +45,9 @@ trap cleanup EXIT
 # The workspace a new user would open: a kernel, a model, and a setting the workspace sets for itself.
 ws=$work/project
 mkdir -p "$ws/.vscode" "$ws/tools" "$work/data/User" "$work/data/Machine" "$work/ext"
-cp "$here/fixtures/scale.cu" "$here/fixtures/model.py" "$ws/"
+cp "$here/fixtures/scale.cu" "$ws/"
+# The model file is the fuse tests' own (a residual block), so the two never drift apart.
+cp "$here/../../tests/fixtures/fuse/block.py" "$ws/model.py"
 cp "$here/fixtures/scale.cu" "$ws/restart.cu"
 printf '#!/bin/sh\nexec nvcc "$@"\n' > "$ws/tools/nvcc-wrapper"; chmod +x "$ws/tools/nvcc-wrapper"
 # Settings the workspace sets for itself: a compiler in its pyproject.toml, and in .vscode/settings.json the
