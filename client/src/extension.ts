@@ -10,6 +10,7 @@ import { onInterpreterChanged } from "./vscode/pythonExtension";
 import { openReport } from "./vscode/reportView";
 import { ServerController } from "./vscode/serverController";
 import { StatusBar } from "./vscode/statusBar";
+import { TrustMessageState, type TrustMessageAction } from "./core/trustMessage";
 
 let controller: ServerController | undefined;
 
@@ -24,6 +25,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const apiKeys = new ApiKeyStore(context.secrets);
   const statusBar = new StatusBar();
   const fallbacks = new FallbackCommands(() => controller);
+  // One restricted-mode message, from the server's report of what the workspace set (core/trustMessage.ts).
+  const trustMessages = new TrustMessageState();
   context.subscriptions.push(output, trace, statusBar, fallbacks);
 
   const server = new ServerController(
@@ -43,6 +46,7 @@ export function activate(context: vscode.ExtensionContext): void {
       onStatus: (status) => statusBar.setStatus(status),
       onServerCommands: (commands) => fallbacks.serverProvides(commands),
       openReport: (result) => openReport(result, context.globalStorageUri),
+      onUntrustedSettings: (params) => showTrustAction(trustMessages.onServer(params, vscode.workspace.isTrusted)),
     },
     () => apiKeys.get(),
   );
@@ -60,7 +64,7 @@ export function activate(context: vscode.ExtensionContext): void {
       if (event.affectsConfiguration(`${SECTION}.trace.server`)) {
         trace.setTraceSetting(vscode.workspace.getConfiguration(SECTION).get<string>("trace.server", "off"));
       }
-      if (changeNeedsRestart((section) => event.affectsConfiguration(section))) {
+      if (changeNeedsRestart((section) => event.affectsConfiguration(section)) && server.pythonSettingChanged()) {
         void server.restart("stitch.python changed", true);
       } else if (event.affectsConfiguration(SECTION)) {
         void server.sendUserSettings();
@@ -68,9 +72,9 @@ export function activate(context: vscode.ExtensionContext): void {
       }
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(async () => {
+      showTrustAction(trustMessages.onTrusted());
       statusBar.setStatus(statusBar.status ? { ...statusBar.status, trusted: true } : undefined);
-      const python = vscode.workspace.getConfiguration(SECTION).inspect<string>("python");
-      if (python?.workspaceValue !== undefined || python?.workspaceFolderValue !== undefined) {
+      if (server.pythonSettingChanged()) {
         // The workspace names its own interpreter, ignored until now: run the server there.
         await server.restart("workspace trusted; its stitch.python now applies", true);
       } else {
@@ -85,23 +89,20 @@ export function activate(context: vscode.ExtensionContext): void {
     }
   }).then((listener) => listener && context.subscriptions.push(listener));
 
-  if (!vscode.workspace.isTrusted) {
-    void vscode.window
-      .showWarningMessage(
-        "Stitch runs in restricted mode: this workspace is not trusted, so nothing from it is executed " +
-          "(no verification, profiling, fusing or shape recording) and its stitch.python / nvcc settings are ignored. " +
-          "Static kernel checks still run.",
-        "Manage Workspace Trust",
-      )
-      .then((choice) => {
-        if (choice) {
-          void vscode.commands.executeCommand("workbench.trust.manage");
-        }
-      });
-  }
-
   // The server starts in the background; activation (and the commands) do not wait for it.
   void server.restart("extension activated");
+}
+
+function showTrustAction(action: TrustMessageAction): void {
+  if (action.kind === "warn") {
+    void vscode.window.showWarningMessage(action.message, "Manage Workspace Trust").then((choice) => {
+      if (choice) {
+        void vscode.commands.executeCommand("workbench.trust.manage");
+      }
+    });
+  } else if (action.kind === "superseded") {
+    void vscode.window.showInformationMessage(action.message);
+  }
 }
 
 export async function deactivate(): Promise<void> {

@@ -16,6 +16,7 @@ from typing import Any
 
 from attrs import define, evolve, field
 
+from stitch_lsp.reports.ratios import speed_text
 from stitch_lsp.coders import CoderError, conv_layouts, gemm_tune_cases, make_coder
 from stitch_lsp.findings import Finding
 from stitch_lsp.plan.conv_layout import uses_channels_last
@@ -110,13 +111,8 @@ def _verify(task: Task, candidate: Candidate, verifier: Any, cancel, report) -> 
 
 
 def _speedups(verdict: Verdict) -> str:
-    t = verdict.timing
-    parts = []
-    if t.speedup_vs_eager is not None:
-        parts.append(f"{t.speedup_vs_eager:.2f}x vs eager")
-    if t.speedup_vs_compile is not None:
-        parts.append(f"{t.speedup_vs_compile:.2f}x vs torch.compile")
-    return ", ".join(parts)
+    """GPU-time ratios with their intervals, as every other surface shows them."""
+    return speed_text(verdict.timing) or ""
 
 
 def gemm_options(settings: Settings, root: Path, device: DeviceInfo | None) -> GemmOptions:

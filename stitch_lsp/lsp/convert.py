@@ -13,6 +13,7 @@ from typing import Sequence
 from lsprotocol import types as lsp
 from pygls.workspace.position_codec import PositionCodec
 
+from stitch_lsp.lsp.plain_text import plain
 from stitch_lsp.findings import Finding, Hint, Position, Range, Severity, TextEdit
 
 _SEVERITY = {
@@ -64,14 +65,14 @@ class Converter:
                 # and in the message for clients that do not show related information.
                 related = [
                     lsp.DiagnosticRelatedInformation(
-                        location=lsp.Location(uri=uri, range=self.range(finding.range)), message=line
+                        location=lsp.Location(uri=uri, range=self.range(finding.range)), message=plain(line)
                     )
                     for line in finding.related
                 ]
             message = message + "\n" + "\n".join(finding.related)
         return lsp.Diagnostic(
             range=self.range(finding.range),
-            message=message,
+            message=plain(message),
             severity=_SEVERITY.get(finding.severity, lsp.DiagnosticSeverity.Warning),
             code=finding.code or None,
             code_description=lsp.CodeDescription(href=finding.doc_url) if finding.doc_url else None,

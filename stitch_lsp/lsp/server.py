@@ -33,6 +33,7 @@ from stitch_lsp.lsp.convert import Converter
 from stitch_lsp.lsp.cuda_documents import CudaDocuments
 from stitch_lsp.lsp.diagnostics import DiagnosticStore
 from stitch_lsp.lsp.hints import HintStore
+from stitch_lsp.lsp.plain_text import plain
 from stitch_lsp.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -268,6 +269,7 @@ class StitchServer(LanguageServer):
         self._shown_once.discard(key)
 
     def show_message(self, message: str, type: lsp.MessageType = lsp.MessageType.Info) -> None:
+        message = plain(message)  # a toast shows no Markdown
         log.info("message to user: %s", message)
         self.call_soon(lambda: self.window_show_message(lsp.ShowMessageParams(type=type, message=message)))
 

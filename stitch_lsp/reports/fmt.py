@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f} %"
@@ -54,3 +56,15 @@ def cell(text: str) -> str:
 def clip(text: str, limit: int = 220) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def sentences(text: str, limit: int = 300) -> str:
+    """As many whole sentences as fit in ``limit`` (always the first, however long): a hover never
+    stops mid-sentence; the rest is behind the rule's documentation link or the report."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    ends = [m.end() for m in re.finditer(r"[.;:!?](?=\s)", text)]
+    fitting = [e for e in ends if e <= limit]
+    cut = fitting[-1] if fitting else (ends[0] if ends else len(text))
+    return text[:cut] + (" …" if cut < len(text) else "")

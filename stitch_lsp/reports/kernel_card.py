@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from stitch_lsp.findings import Finding
-from stitch_lsp.reports.fmt import bandwidth, cell, clip, duration_ms, duration_us, nbytes, number, pct, speedup
+from stitch_lsp.reports.fmt import bandwidth, cell, clip, duration_ms, duration_us, nbytes, number, pct, sentences, speedup
 from stitch_lsp.reports.ratios import cache_note, compile_name, latency_text, measure_note, speed_text
 from stitch_lsp.verdict import DeviceInfo, KernelProfile, KernelResources, Verdict, VerdictStatus
 
@@ -145,7 +145,7 @@ def profile_section(p: KernelProfile, device: DeviceInfo | None = None) -> list[
         lines.append("**Nsight guidance**")
         for r in shown:
             gain = f" *(est. +{r.estimated_speedup_pct:.0f} %)*" if r.estimated_speedup_pct else ""
-            lines.append(f"- **{r.name}**{gain}: {clip(r.message, 200)}")
+            lines.append(f"- **{r.name}**{gain}: {sentences(r.message, 300)}")
         lines.append("")
     tips = advice(p)
     if tips:
@@ -297,7 +297,7 @@ def static_section(resources: KernelResources | None, findings: Sequence[Finding
     if findings:
         lines.append("**Rule findings**")
         for f in list(findings)[:5]:
-            lines.append(f"- `{f.code}` line {f.range.start.line + 1}: {clip(f.message, 140)}")
+            lines.append(f"- `{f.code}` line {f.range.start.line + 1}: {sentences(f.message, 300)}")
         if len(findings) > 5:
             lines.append(f"- … and {len(findings) - 5} more")
         lines.append("")

@@ -15,10 +15,12 @@ those are what the program runs (``for_task``).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DEFAULT = "fp32"
 _MARK = "# --- stitch: precision "
+_CAST = (Path(__file__).parent / "templates" / "precision_cast.py.tmpl").read_text(encoding="utf-8")
 
 
 class PrecisionError(ValueError):
@@ -38,46 +40,8 @@ def cast_source(source: str, precision: str) -> str:
     dtype = dtype_of(precision)
     if precision == DEFAULT or _MARK in source:
         return source
-    return source.rstrip("\n") + f'''
-
-
-{_MARK}{precision} (KernelBench's harness: the model's floating parameters and buffers, and the floating
-# inputs, cast to {dtype}) ---
-import functools as _stitch_functools
-
-import torch as _stitch_torch
-
-_STITCH_DTYPE = _stitch_torch.{dtype}
-
-
-def _stitch_cast(value):
-    if isinstance(value, _stitch_torch.Tensor) and value.is_floating_point():
-        return value.to(_STITCH_DTYPE)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_stitch_cast(v) for v in value)
-    return value
-
-
-def _stitch_cast_init(init):
-    @_stitch_functools.wraps(init)
-    def cast_init(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.to(_STITCH_DTYPE)
-
-    return cast_init
-
-
-def _stitch_cast_inputs(get_inputs):
-    @_stitch_functools.wraps(get_inputs)
-    def cast_inputs():
-        return _stitch_cast(get_inputs())
-
-    return cast_inputs
-
-
-Model.__init__ = _stitch_cast_init(Model.__init__)
-get_inputs = _stitch_cast_inputs(get_inputs)
-'''
+    # Python appended to the task's source (stitch_lsp/task/templates/): it runs in the worker, with the task.
+    return source.rstrip("\n") + "\n\n\n" + _CAST.format(mark=_MARK, precision=precision, dtype=dtype)
 
 
 def precision_of(source: str) -> str:

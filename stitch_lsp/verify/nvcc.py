@@ -59,6 +59,9 @@ def find_nvcc(nvcc_path: str = "nvcc") -> str | None:
         nvcc_path = "nvcc"
     expanded = os.path.expanduser(nvcc_path)
     if os.sep in expanded or (os.altsep and os.altsep in expanded):
+        # Absolute: compiles run in temporary folders, and a relative path means the server's folder
+        # (the workspace the editor started it in).
+        expanded = os.path.abspath(expanded)
         return expanded if os.path.isfile(expanded) and os.access(expanded, os.X_OK) else None
     found = shutil.which(expanded)
     if found:

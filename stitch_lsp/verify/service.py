@@ -147,7 +147,11 @@ class Verifier:
                               summary=f"the Verifier failed ({err.error}): {err.message}",
                               events=[err.traceback[-2000:]] if err.traceback else [])
         verdict.events = self.pool.events[events_before:] + verdict.events
-        spills.merge(verdict.compile)
+        if verdict.status is VerdictStatus.NO_GPU and verdict.compile is None:
+            # Nothing was built in the worker; nvcc here still says whether it compiles, and its registers and spills.
+            verdict.compile = spills.compile_result()
+        else:
+            spills.merge(verdict.compile)
         self._merge_static(verdict, flags)
         if options.profile or options.sanitize:
             self._profile_and_sanitize(verdict, job, options, cancel, report)

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from stitch_lsp.coders.template import lower, reduction_kernels as kernels
+from stitch_lsp.coders.template.cuda_common import PREAMBLE
+from stitch_lsp.coders.template.rows.analysis import variance_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(900)
@@ -75,7 +77,7 @@ def test_softmax_divides_by_a_reciprocal_and_loads_the_mask_in_words():
     assert not re.search(r"\(\w+ / acc\d+\)", body)
     # 8 bools are one stitch_ldv<8> of unsigned char: an 8-byte word (see stitch_word in the preamble).
     assert "stitch_ldv<8>(in1 +" in body
-    assert "stitch_word" in kernels.PREAMBLE and "uint2" in kernels.PREAMBLE
+    assert "stitch_word" in PREAMBLE and "uint2" in PREAMBLE
 
 
 def test_variance_pairs_found_only_for_mean_and_squared_deviation():
@@ -85,12 +87,12 @@ def test_variance_pairs_found_only_for_mean_and_squared_deviation():
     index = graph.index()
     (group,) = [g for g in split(graph) if g.kind == "row_reduction"]
     reductions = [n for n in group.nodes if index[n].op in ("aten.mean.dim", "aten.sum.dim_IntList")]
-    pairs = kernels._variance_pairs(reductions, index)
+    pairs = variance_pairs(reductions, index)
     assert pairs == {reductions[1]: reductions[0]}
     rms = _graph("norm_rmsnorm_fp32")
     rindex = rms.index()
     (rgroup,) = [g for g in split(rms) if g.kind == "row_reduction"]
-    assert kernels._variance_pairs([n for n in rgroup.nodes if rindex[n].op == "aten.mean.dim"], rindex) == {}
+    assert variance_pairs([n for n in rgroup.nodes if rindex[n].op == "aten.mean.dim"], rindex) == {}
 
 
 def test_row_configs_hold_four_16_byte_chunks_a_thread():

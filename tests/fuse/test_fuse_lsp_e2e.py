@@ -111,7 +111,7 @@ async def test_fuse_action_listed_then_run(tmp_path):
         else:
             assert applied, messages
             edit = applied[0]
-            assert "vs eager" in (edit.label or "") and "torch.compile" in (edit.label or "")
+            assert " eager" in (edit.label or "") and "torch.compile" in (edit.label or "")
             changes = edit.edit.document_changes
             assert any(isinstance(c, lsp.CreateFile) for c in changes)
             versioned = [c for c in changes if isinstance(c, lsp.TextDocumentEdit) and c.text_document.uri == uri]

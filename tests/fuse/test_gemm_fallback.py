@@ -71,7 +71,7 @@ def test_a_failing_gemm_family_candidate_falls_back_to_cublas_and_says_why(tmp_p
     assert uses_gemm_family(first) and not uses_gemm_family(second)  # both judged, the family's first
     assert outcome.offerable and outcome.candidate is second and outcome.verdict.status is VerdictStatus.CORRECT
     assert "GEMM on cuBLAS" in outcome.message and "failed adversarial-large" in outcome.message
-    assert "1.03x vs eager" in outcome.message  # the speed is the judged candidate's
+    assert "1.03× eager" in outcome.message  # the speed is the judged candidate's
     assert "GEMM family not used" in outcome.plan_text and "adversarial-large" in outcome.plan_text
     assert outcome.family_verdict is not None and outcome.family_verdict.status is VerdictStatus.INCORRECT
     # The edit is the candidate that passed: no Triton kernel, and it re-lowers with GEMMs on cuBLAS.
@@ -89,7 +89,7 @@ def test_no_fallback_when_the_family_passes_or_was_asked_for_or_nothing_could_ru
     verifier = Judge(correct(1.6))
     outcome = fuse(tmp_path, verifier)
     assert len(verifier.seen) == 1 and uses_gemm_family(outcome.candidate) and outcome.offerable
-    assert not outcome.gemm_fallback and "1.60x vs eager" in outcome.message
+    assert not outcome.gemm_fallback and "1.60× eager" in outcome.message
 
     verifier = Judge(Verdict(VerdictStatus.NO_GPU, summary="no CUDA GPU visible to the worker"))
     outcome = fuse(tmp_path, verifier)
@@ -130,7 +130,7 @@ def test_a_family_kernel_slower_than_eager_gives_way_to_a_faster_cublas_candidat
     first, second = verifier.seen
     assert uses_gemm_family(first) and not uses_gemm_family(second)
     assert outcome.offerable and outcome.candidate is second
-    assert "ran at 0.40x eager, slower than cuBLAS" in outcome.message and "1.20x vs eager" in outcome.message
+    assert "ran at 0.40x eager, slower than cuBLAS" in outcome.message and "1.20× eager" in outcome.message
     assert "GEMM family not used" in outcome.plan_text
 
 
@@ -138,7 +138,7 @@ def test_a_slow_family_kernel_stays_when_the_cublas_candidate_is_no_faster(tmp_p
     verifier = Judge(correct(0.9), correct(0.8))
     outcome = fuse(tmp_path, verifier)
     assert len(verifier.seen) == 2 and uses_gemm_family(outcome.candidate) and outcome.offerable
-    assert "no faster" in outcome.message and "0.90x vs eager" in outcome.message
+    assert "no faster" in outcome.message and "0.90× eager" in outcome.message
 
 
 BARE_GEMM = """

@@ -267,17 +267,17 @@ async def test_bad_pairings_are_diagnostics_and_nothing_runs(tmp_path):
         uri = open_doc(client, cu)
         report = await client.text_document_diagnostic_async(lsp.DocumentDiagnosticParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
         deadline = time.monotonic() + 20
-        while not any("did you mean `reference`" in d.message for d in report.items) and time.monotonic() < deadline:
+        while not any("did you mean 'reference'" in d.message for d in report.items) and time.monotonic() < deadline:
             import asyncio
 
             await asyncio.sleep(0.1)
             report = await client.text_document_diagnostic_async(lsp.DocumentDiagnosticParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
-        [d] = [d for d in report.items if "did you mean `reference`" in d.message]
+        [d] = [d for d in report.items if "did you mean 'reference'" in d.message]
         assert d.range.start.line == 2
         actions = await client.text_document_code_action_async(lsp.CodeActionParams(
             text_document=lsp.TextDocumentIdentifier(uri=uri), range=d.range,
             context=lsp.CodeActionContext(diagnostics=[d])))
-        assert any("Change `refrence` to `reference`" in a.title for a in actions or [])
+        assert any("Change 'refrence' to 'reference'" in a.title for a in actions or [])
         save_doc(client, uri)
         await hint_labels_until(client, uri, lambda ls: "not verified: pairing problem" in ls)
         assert runs(tmp_path) == []

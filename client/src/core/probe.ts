@@ -46,6 +46,28 @@ export function probeServer(
   });
 }
 
+/**
+ * Why a server process that was started directly (no separate probe: one Python start, not two)
+ * ended before it answered `initialize`, when the cause is the install: Python missing, or
+ * `stitch_lsp` (or one of its dependencies) not importable. Undefined for any other failure.
+ */
+export function installProblem(
+  python: string,
+  spawnErrorCode: string | undefined,
+  stderr: string,
+): Exclude<ProbeResult, { ok: true }> | undefined {
+  if (spawnErrorCode === "ENOENT" || spawnErrorCode === "EACCES") {
+    return { ok: false, kind: "not-found", detail: `${python}: ${spawnErrorCode === "ENOENT" ? "no such file or command" : "not executable"}` };
+  }
+  if (/No module named '?stitch_lsp'?(\s|$)/.test(stderr)) {
+    return { ok: false, kind: "not-importable", detail: lastLine(stderr) };
+  }
+  if (/(ModuleNotFoundError|ImportError)\b/.test(stderr)) {
+    return { ok: false, kind: "failed", detail: lastLine(stderr) };
+  }
+  return undefined;
+}
+
 export function lastLine(text: string): string {
   const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
   return lines.length > 0 ? lines[lines.length - 1] : "";
@@ -93,22 +115,26 @@ export function installAdvice(
   platform: NodeJS.Platform = process.platform,
 ): InstallAdvice {
   const py = shellQuote(python, platform);
-  const fromIndex = `${py} -m pip install stitch-lsp`;
+  // stitch-lsp is not on PyPI: it installs from a checkout of the repository or from a wheel built there.
   const fromSource = `${py} -m pip install -e ${shellQuote(sourceCheckout ?? "<path to your Stitch checkout>", platform)}`;
-  const command = sourceCheckout ? fromSource : fromIndex;
+  const fromWheel = `${py} -m pip install <path to stitch_lsp-*.whl>`;
+  const how = sourceCheckout
+    ? `${fromSource}`
+    : `${fromSource} (or, from a wheel built with "python -m pip wheel --no-deps <checkout>": ${fromWheel})`;
+  const command = fromSource;
   switch (probe.kind) {
     case "not-found":
       return {
         message:
           `Stitch could not start Python: ${probe.detail}. Install Python 3.11 or newer, or set "stitch.python" ` +
-          `to an interpreter, then install the server with: ${fromIndex} (from a source checkout: ${fromSource}).`,
+          `to an interpreter, then install the server there: ${how}.`,
         command,
       };
     case "not-importable":
       return {
         message:
-          `Stitch's server (the stitch_lsp package) is not installed in ${python}. Install it with: ${fromIndex} ` +
-          `(from a source checkout: ${fromSource}), or set "stitch.python" to an interpreter that has it.`,
+          `Stitch's server (the stitch_lsp package) is not installed in ${python}. Install it there: ${how}; ` +
+          `or set "stitch.python" to an interpreter that has it.`,
         command,
       };
     case "timeout":
@@ -119,8 +145,8 @@ export function installAdvice(
     default:
       return {
         message:
-          `Stitch's server failed to import in ${python}: ${probe.detail}. Reinstall it with: ${fromIndex} ` +
-          `(from a source checkout: ${fromSource}); details are in the Stitch output.`,
+          `Stitch's server failed to import in ${python}: ${probe.detail}. Reinstall it there: ${how}; ` +
+          `details are in the Stitch output.`,
         command,
       };
   }

@@ -54,9 +54,22 @@ export interface SetUserSettingsParams {
   settings: Record<string, unknown>;
 }
 
+/**
+ * Notification, server → client: the workspace settings left out while the workspace is untrusted
+ * (only values the workspace set; the user's own never are). The client shows one message; an empty
+ * list (sent when the workspace becomes trusted) withdraws it.
+ */
+export const UNTRUSTED_SETTINGS_NOTIFICATION = "stitch/untrustedSettings";
+export interface UntrustedSettingsParams {
+  message: string;
+  ignored: { setting: string; value: string; source: string; reason: string }[];
+}
+
 /** What the client sends as `initializationOptions`; the key is never part of it. */
 export interface InitializationOptions {
   trusted: boolean;
+  /** Server → client notifications this client shows itself (else the server uses window/showMessage). */
+  handles: string[];
   settings: Record<string, unknown>;
   /** User-scope values only (see SET_USER_SETTINGS_NOTIFICATION). */
   userSettings: Record<string, unknown>;

@@ -51,6 +51,9 @@ export function serverSettings(
 ): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const key of keys) {
+    if (key === SCOPES_KEY) {
+      continue; // the client's own, never a setting
+    }
     const value = explicitValue(key);
     if (value === undefined) {
       continue;
@@ -84,9 +87,55 @@ export function toSnakeCase(key: string): string {
 
 /** What `WorkspaceConfiguration.inspect` returns, the parts used here. */
 export interface InspectedSetting {
+  defaultValue?: unknown;
   globalValue?: unknown;
   workspaceValue?: unknown;
   workspaceFolderValue?: unknown;
+}
+
+/** Where the effective value of a setting was set, as the server's settings reader names it. */
+export type SettingScope = "default" | "user" | "remote" | "workspace" | "workspaceFolder";
+
+/** The reserved key, inside the `stitch` settings object, that says where each value came from. */
+export const SCOPES_KEY = "$scopes";
+
+/** The value the user set at the most specific level, and that level; undefined when only the default applies. */
+export function scopedSettingValue(inspected: InspectedSetting | undefined): { value: unknown; scope: SettingScope } | undefined {
+  if (!inspected) {
+    return undefined;
+  }
+  if (inspected.workspaceFolderValue !== undefined) {
+    return { value: inspected.workspaceFolderValue, scope: "workspaceFolder" };
+  }
+  if (inspected.workspaceValue !== undefined) {
+    return { value: inspected.workspaceValue, scope: "workspace" };
+  }
+  if (inspected.globalValue !== undefined) {
+    return { value: inspected.globalValue, scope: "user" };
+  }
+  return undefined;
+}
+
+/**
+ * The `stitch` object for `workspace/configuration` and `initializationOptions.settings`: every
+ * value the user set, at whatever level, plus `"$scopes"` (setting name → scope of its value),
+ * computed here from `inspect()` and never taken from a settings file. The server keeps the user's
+ * own values while the workspace is untrusted, and drops and reports the workspace's.
+ */
+export function scopedServerSettings(
+  keys: readonly string[],
+  inspect: (key: string) => InspectedSetting | undefined,
+): Record<string, unknown> {
+  const scopes: Record<string, SettingScope> = {};
+  const settings = serverSettings(keys, (key) => {
+    const found = scopedSettingValue(inspect(key));
+    if (found) {
+      scopes[key] = found.scope;
+    }
+    return found?.value;
+  });
+  settings[SCOPES_KEY] = scopes;
+  return settings;
 }
 
 /**
@@ -123,4 +172,9 @@ export function restrictedKeys(packageJson: unknown): string[] {
   const caps = (packageJson as { capabilities?: { untrustedWorkspaces?: { restrictedConfigurations?: string[] } } })
     .capabilities;
   return [...(caps?.untrustedWorkspaces?.restrictedConfigurations ?? [])];
+}
+
+/** The command that opens the Settings editor on the tab a machine-overridable setting is read from. */
+export function settingsCommand(remoteName: string | undefined): string {
+  return remoteName ? "workbench.action.openRemoteSettings" : "workbench.action.openSettings";
 }

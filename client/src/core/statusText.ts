@@ -8,6 +8,8 @@ export interface StatusView {
   text: string;
   /** Markdown for the tooltip. */
   tooltip: string;
+  /** What a screen reader says: plain words, no Markdown or icon names. */
+  ariaLabel: string;
   severity: "normal" | "warning" | "error";
 }
 
@@ -54,12 +56,18 @@ export function statusView(
   llm?: LlmStatus,
 ): StatusView {
   if (state === "starting") {
-    return { text: "$(sync~spin) Stitch", tooltip: "Stitch: starting the language server…", severity: "normal" };
+    return {
+      text: "$(sync~spin) Stitch",
+      tooltip: "Stitch: starting the language server…",
+      ariaLabel: "Stitch: starting the language server",
+      severity: "normal",
+    };
   }
   if (state === "failed" || state === "stopped") {
     return {
       text: "$(error) Stitch",
       tooltip: `Stitch: the language server is not running${detail ? `: ${detail}` : ""}.\n\nClick for actions.`,
+      ariaLabel: `Stitch: the language server is not running${detail ? `: ${detail}` : ""}`,
       severity: state === "failed" ? "error" : "warning",
     };
   }
@@ -95,5 +103,17 @@ export function statusView(
     lines.push(`- last report: \`${status.lastReport}\``);
   }
   lines.push("", "Click for actions: cancel jobs, show the last report, restart, show the output.");
-  return { text, tooltip: lines.join("\n"), severity: "normal" };
+  const jobs = status && status.running + status.queued > 0 ? `, ${status.running} jobs running, ${status.queued} queued` : ", no jobs";
+  const ariaLabel = `Stitch: ${gpuName ? `GPU ${gpu}` : "no GPU"}${jobs}${restricted ? ", restricted mode" : ""}`;
+  return { text, tooltip: lines.join("\n"), ariaLabel, severity: "normal" };
+}
+
+/** Markdown and codicon names out of a label, for screen readers. */
+export function plainLabel(markdown: string): string {
+  return markdown
+    .replace(/\$\([\w~-]+\)\s*/g, "")
+    .replace(/\*\*(.+?)\*\*/g, "$1")
+    .replace(/`([^`]*)`/g, "$1")
+    .replace(/\s+/g, " ")
+    .trim();
 }

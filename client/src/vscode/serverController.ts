@@ -21,7 +21,7 @@ import {
 import packageJson from "../../package.json";
 import { resolveInterpreter } from "../core/interpreter";
 import { buildLaunch, describeLaunch, spawnServer, terminate, waitForExit } from "../core/launch";
-import { findSourceCheckout, installAdvice, lastLine, probeServer } from "../core/probe";
+import { findSourceCheckout, installAdvice, installProblem, lastLine, type ProbeResult } from "../core/probe";
 import {
   COMMAND_ARGUMENTS,
   COMMAND_TITLES,
@@ -36,29 +36,31 @@ import {
   type ServerCommand,
   type ServerInfo,
   type StatusParams,
+  UNTRUSTED_SETTINGS_NOTIFICATION,
+  type UntrustedSettingsParams,
 } from "../core/protocol";
 import type { Redactor } from "../core/redact";
 import { editorArguments } from "../core/commandArgs";
 import { pickFuseAction, type ProtocolCodeAction, type ProtocolCommand } from "../core/fuseAction";
 import { needsEditorArguments } from "../core/report";
 import { CrashPolicy, withTimeout } from "../core/restartPolicy";
+import { settingsCommand } from "../core/settings";
 import {
   SECTION,
   contributedKeys,
-  explicitSettingValue,
-  restrictedKeys,
+  scopedServerSettings,
   serverSettingKeys,
   serverSettings,
   userSettingValue,
 } from "../core/settings";
 import type { ServerState } from "../core/statusText";
 import { pipeServerStderr, type TraceChannel } from "./channels";
+import { followJobProgress } from "./jobProgress";
 import { activeInterpreter } from "./pythonExtension";
 
 export const INITIALIZE_TIMEOUT_MS = 30_000;
 
 const SERVER_KEYS = serverSettingKeys(contributedKeys(packageJson));
-const RESTRICTED_KEYS = restrictedKeys(packageJson);
 
 export const DOCUMENT_SELECTOR = [
   { scheme: "file", language: "python" },
@@ -83,6 +85,8 @@ export interface ServerEvents {
   /** The palette commands the running server provides (empty when none runs). */
   onServerCommands(commands: readonly string[]): void;
   openReport(result: unknown): Promise<void>;
+  /** The server left out settings the (untrusted) workspace set; an empty list: no longer. */
+  onUntrustedSettings(params: UntrustedSettingsParams): void;
 }
 
 export class ServerController implements vscode.Disposable {
@@ -95,8 +99,12 @@ export class ServerController implements vscode.Disposable {
   private timedOut = false;
   private failureShown = false;
   private python = "";
+  private spawnErrorCode: string | undefined;
+  private startedByUser = false;
+  private launchedPythonSetting = "";
   private state: ServerState = "stopped";
   private readonly disposables: vscode.Disposable[] = [];
+  private progress: vscode.Disposable | undefined;
   /** Serialises start / stop / restart so that two changes in a row do not race. */
   private queue: Promise<void> = Promise.resolve();
 
@@ -121,8 +129,18 @@ export class ServerController implements vscode.Disposable {
     return this.python;
   }
 
+  /**
+   * Whether `stitch.python` now reads differently from when this server was started. Trusting a
+   * workspace fires a change for every restricted setting; only a new interpreter needs a new process.
+   */
+  pythonSettingChanged(): boolean {
+    return (vscode.workspace.getConfiguration(SECTION).get<string>("python") ?? "") !== this.launchedPythonSetting;
+  }
+
   /** Start (or restart) the server; `byUser` forgets earlier crashes. */
   restart(reason: string, byUser = false): Promise<void> {
+    // Noted now, not when the queued start runs: a second change event for the same value restarts nothing.
+    this.launchedPythonSetting = vscode.workspace.getConfiguration(SECTION).get<string>("python") ?? "";
     this.queue = this.queue.then(async () => {
       if (byUser) {
         this.policy.reset();
@@ -172,10 +190,7 @@ export class ServerController implements vscode.Disposable {
   /** The server settings the user set explicitly, for `workspace/configuration` and `initializationOptions`. */
   settingsFor(scope?: vscode.Uri): Record<string, unknown> {
     const config = vscode.workspace.getConfiguration(SECTION, scope);
-    const trusted = vscode.workspace.isTrusted;
-    return serverSettings(SERVER_KEYS, (key) =>
-      explicitSettingValue(config.inspect(key), trusted, RESTRICTED_KEYS.includes(`${SECTION}.${key}`)),
-    );
+    return scopedServerSettings(SERVER_KEYS, (key) => config.inspect(key));
   }
 
   /** The server settings from the user's own (global) settings only: never the workspace's. */
@@ -203,6 +218,7 @@ export class ServerController implements vscode.Disposable {
   private async startNow(reason: string, byUser: boolean): Promise<void> {
     this.setState("starting");
     this.failureShown = false;
+    this.startedByUser = byUser;
     const folders = this.workspaceFolders();
     const config = vscode.workspace.getConfiguration(SECTION);
     const interpreter = await resolveInterpreter({
@@ -217,22 +233,9 @@ export class ServerController implements vscode.Disposable {
       this.output.info(`Python: ${note}`);
     }
     const cwd = folders[0];
-    const probe = await probeServer(interpreter.command, { cwd, env: process.env });
-    if (!probe.ok) {
-      const advice = installAdvice(interpreter.command, probe, findSourceCheckout(folders));
-      this.output.error(advice.message);
-      const short = {
-        "not-found": "Python not found",
-        "not-importable": "stitch_lsp is not installed",
-        timeout: "Python did not answer",
-        failed: "stitch_lsp does not import",
-      }[probe.kind];
-      this.setState("failed", short);
-      this.events.onServerCommands([]);
-      void this.showInstallAdvice(advice.message, advice.command, interpreter.command, byUser);
-      return;
-    }
-    this.output.info(`stitch_lsp ${probe.version} found in ${interpreter.command}`);
+    // No separate probe: the server process itself is the check (one Python start, not two). A missing
+    // interpreter or package shows as the process ending before 'initialize': reportStartFailure says which.
+    this.spawnErrorCode = undefined;
 
     const client = new StitchLanguageClient(
       "stitch",
@@ -247,7 +250,10 @@ export class ServerController implements vscode.Disposable {
         this.childExit = undefined;
         const child = spawnServer(spec);
         this.child = child;
-        child.on("error", (error) => this.output.error(`Server process error: ${error.message}`));
+        child.on("error", (error) => {
+          this.spawnErrorCode = (error as NodeJS.ErrnoException).code;
+          this.output.error(`Server process error: ${error.message}`);
+        });
         child.on("exit", (code, signal) => {
           if (this.child === child) {
             this.childExit = { code, signal };
@@ -263,8 +269,15 @@ export class ServerController implements vscode.Disposable {
     client.onNotification(STATUS_NOTIFICATION, (status: StatusParams) => {
       this.events.onStatus(status);
     });
+    client.onNotification(UNTRUSTED_SETTINGS_NOTIFICATION, (params: UntrustedSettingsParams) => {
+      this.events.onUntrustedSettings(params);
+    });
     try {
       await client.start();
+      if (client === this.client) {
+        this.progress?.dispose();
+        this.progress = followJobProgress(client);
+      }
     } catch (error) {
       this.clearInitTimer();
       this.reportStartFailure(error instanceof Error ? error.message : String(error));
@@ -279,6 +292,7 @@ export class ServerController implements vscode.Disposable {
       revealOutputChannelOn: RevealOutputChannelOn.Never,
       initializationOptions: (): InitializationOptions => ({
         trusted: vscode.workspace.isTrusted,
+        handles: [UNTRUSTED_SETTINGS_NOTIFICATION],
         settings: this.settingsFor(vscode.workspace.workspaceFolders?.[0]?.uri),
         userSettings: this.userSettings(),
       }),
@@ -433,7 +447,14 @@ export class ServerController implements vscode.Disposable {
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
       const exit = this.childExit;
-      const last = lastLine(this.stderrTail.join("\n"));
+      const stderr = this.stderrTail.join("\n");
+      const last = lastLine(stderr);
+      const install = this.timedOut ? undefined : installProblem(this.python, this.spawnErrorCode, stderr);
+      if (install) {
+        this.failureShown = false;
+        this.reportInstallProblem(install);
+        return;
+      }
       let what: string;
       let short: string;
       if (this.timedOut) {
@@ -450,6 +471,21 @@ export class ServerController implements vscode.Disposable {
       this.failureShown = false;
       this.reportFailure(`The Stitch server could not start: ${what}.`, short);
     })();
+  }
+
+  private reportInstallProblem(problem: Exclude<ProbeResult, { ok: true }>): void {
+    const advice = installAdvice(this.python, problem, findSourceCheckout(this.workspaceFolders()));
+    this.output.error(advice.message);
+    const short = {
+      "not-found": "Python not found",
+      "not-importable": "stitch_lsp is not installed",
+      timeout: "Python did not answer",
+      failed: "stitch_lsp does not import",
+    }[problem.kind];
+    this.failureShown = true;
+    this.setState("failed", short);
+    this.events.onServerCommands([]);
+    void this.showInstallAdvice(advice.message, advice.command, this.python, this.startedByUser);
   }
 
   /** The one message for a server that is down; the status bar turns red. */
@@ -490,7 +526,7 @@ export class ServerController implements vscode.Disposable {
         "Press Enter in the terminal to run the install command, then run \"Stitch: Restart Server\".",
       );
     } else if (choice === "Set stitch.python") {
-      await vscode.commands.executeCommand("workbench.action.openSettings", "stitch.python");
+      await openSettingTab("stitch.python");
     } else if (choice === "Don't Show Again") {
       await this.context.globalState.update(muteKey, true);
     }
@@ -634,5 +670,19 @@ export function fileExists(path: string): boolean {
     return fs.statSync(path).isFile();
   } catch {
     return false;
+  }
+}
+
+/**
+ * The Settings editor on the tab where a setting lives. `stitch.python` is machine-overridable: in a
+ * remote window (SSH, WSL, a container, code-server) it is read from the Remote tab, and the User tab
+ * shows nothing for it.
+ */
+export async function openSettingTab(setting: string): Promise<void> {
+  const command = settingsCommand(vscode.env.remoteName);
+  try {
+    await vscode.commands.executeCommand(command, { query: setting });
+  } catch {
+    await vscode.commands.executeCommand("workbench.action.openSettings", setting);
   }
 }

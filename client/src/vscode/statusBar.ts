@@ -2,7 +2,7 @@
 
 import * as vscode from "vscode";
 import type { LlmStatus, ServerInfo, StatusParams } from "../core/protocol";
-import { statusView, type ServerState } from "../core/statusText";
+import { plainLabel, statusView, type ServerState } from "../core/statusText";
 
 export class StatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
@@ -51,6 +51,7 @@ export class StatusBar implements vscode.Disposable {
   private render(): void {
     const view = statusView(this.state, vscode.workspace.isTrusted, this.info, this.status, this.detail, this.llm);
     this.item.text = view.text;
+    this.item.accessibilityInformation = { label: plainLabel(view.ariaLabel), role: "button" };
     const tooltip = new vscode.MarkdownString(view.tooltip, true);
     this.item.tooltip = tooltip;
     this.item.backgroundColor =

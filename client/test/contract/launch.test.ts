@@ -125,6 +125,7 @@ function capabilities(pull: boolean): Record<string, unknown> {
 async function initialize(s: Session, pull: boolean, trusted = false, root = workspace): Promise<{ capabilities: Record<string, any> }> {
   const initializationOptions: InitializationOptions = {
     trusted,
+    handles: [],
     // The merged view names a workspace nvcc; the user's own scope names theirs.
     settings: { onSave: { compile: false, verify: false }, nvccPath: "./workspace-nvcc" },
     userSettings: { nvccPath: "/opt/user-cuda/bin/nvcc" },

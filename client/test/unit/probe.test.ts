@@ -3,7 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, describe, it } from "node:test";
-import { findSourceCheckout, installAdvice, probeServer, shellQuote } from "../../src/core/probe";
+import { findSourceCheckout, installAdvice, installProblem, probeServer, shellQuote } from "../../src/core/probe";
 import { fakePython, repoRoot, serverEnv, testPython } from "../helpers";
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "stitch-probe-"));
@@ -54,9 +54,11 @@ describe("probeServer", () => {
 describe("installAdvice", () => {
   it("gives the exact pip commands for that interpreter", () => {
     const a = installAdvice("/opt/my py/bin/python", { ok: false, kind: "not-importable", detail: "" }, undefined, "linux");
-    assert.match(a.message, /'\/opt\/my py\/bin\/python' -m pip install stitch-lsp/);
-    assert.match(a.message, /-m pip install -e '<path to your Stitch checkout>'/);
-    assert.equal(a.command, "'/opt/my py/bin/python' -m pip install stitch-lsp");
+    // There is no stitch-lsp on PyPI: a checkout or a wheel, never a package name pip cannot find.
+    assert.doesNotMatch(a.message, /pip install stitch-lsp/);
+    assert.match(a.message, /'\/opt\/my py\/bin\/python' -m pip install -e '<path to your Stitch checkout>'/);
+    assert.match(a.message, /pip install <path to stitch_lsp-\*\.whl>/);
+    assert.equal(a.command, "'/opt/my py/bin/python' -m pip install -e '<path to your Stitch checkout>'");
   });
 
   it("offers the editable install of a source checkout open in the workspace", () => {
@@ -70,5 +72,26 @@ describe("installAdvice", () => {
     const a = installAdvice("python3", { ok: false, kind: "not-found", detail: "python3: no such file or command" }, undefined, "linux");
     assert.match(a.message, /could not start Python/);
     assert.match(a.message, /stitch\.python/);
+  });
+});
+
+describe("installProblem (the server started directly, no probe)", () => {
+  it("names a missing interpreter from the spawn error", () => {
+    assert.equal(installProblem("/no/python", "ENOENT", "")?.kind, "not-found");
+  });
+
+  it("names a missing package from the server's own traceback", () => {
+    const stderr = "Traceback (most recent call last):\n  ...\n/usr/bin/python3: No module named stitch_lsp";
+    const p = installProblem("python3", undefined, stderr);
+    assert.equal(p?.kind, "not-importable");
+    assert.match(p?.detail ?? "", /No module named stitch_lsp/);
+  });
+
+  it("names a broken install (a dependency missing)", () => {
+    assert.equal(installProblem("python3", undefined, "ModuleNotFoundError: No module named 'pygls'")?.kind, "failed");
+  });
+
+  it("leaves other failures to the general message", () => {
+    assert.equal(installProblem("python3", undefined, "RuntimeError: something else"), undefined);
   });
 });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { ServerInfo, StatusParams } from "../../src/core/protocol";
-import { shortGpuName, statusView } from "../../src/core/statusText";
+import { plainLabel, shortGpuName, statusView } from "../../src/core/statusText";
 
 const info: ServerInfo = { version: "0.1.0", pid: 42, torchLoaded: false, trusted: true, nvcc: { path: "/usr/local/cuda/bin/nvcc", version: "13.0" }, gpu: "NVIDIA H100 80GB HBM3" };
 const status = (s: Partial<StatusParams>): StatusParams => ({ gpu: "NVIDIA H100 80GB HBM3", running: 0, queued: 0, trusted: true, lastReport: null, ...s });
@@ -52,5 +52,14 @@ describe("status bar text", () => {
     assert.match(none.tooltip, /no API key/);
     const client = statusView("running", true, info, undefined, undefined, { configured: true, keySource: "client", model: "m", coder: "llm" });
     assert.match(client.tooltip, /secret storage/);
+  });
+});
+
+describe("the status item's accessible label", () => {
+  it("is plain words: no Markdown, no icon names", () => {
+    const v = statusView("running", false, undefined, { gpu: null, running: 1, queued: 0, trusted: false, lastReport: null });
+    assert.equal(v.ariaLabel, "Stitch: no GPU, 1 jobs running, 0 queued, restricted mode");
+    assert.doesNotMatch(plainLabel(v.ariaLabel), /\*\*|\$\(|`/);
+    assert.equal(plainLabel("$(zap) **Stitch** `x`"), "Stitch x");
   });
 });

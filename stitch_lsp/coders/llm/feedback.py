@@ -6,6 +6,7 @@ code); compile errors are quoted with the offending source line.
 
 from __future__ import annotations
 
+from stitch_lsp.reports.ratios import speed_text
 from stitch_lsp.verify.rubric import LABELS, static_analysis
 from stitch_lsp.pipeline import Candidate, Plan
 from stitch_lsp.verdict import KernelProfile, RubricScore, Verdict, VerdictStatus
@@ -131,9 +132,9 @@ def performance_section(verdict: Verdict, target_speedup: float, plan: Plan | No
     t = verdict.timing
     lines = []
     if t.status == "measured" and t.candidate is not None:
-        eager = f"{t.speedup_vs_eager:.2f}x vs eager" if t.speedup_vs_eager is not None else "speedup vs eager unknown"
-        compiled = f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile is not None else ""
-        lines.append(f"Correct. Timing: {t.candidate.median_ms * 1000:.1f} µs median ({eager}{compiled}); "
+        # With the intervals: a ratio within noise is no gain to chase.
+        speed = speed_text(t) or "speedup unknown"
+        lines.append(f"Correct. Timing: {t.candidate.median_ms * 1000:.1f} µs median GPU time ({speed}); "
                      f"target {target_speedup:g}x vs eager.")
         if plan is not None and plan.floor_us:
             lines.append(f"Floor for this task: {plan.floor_us:.1f} µs — you are at "

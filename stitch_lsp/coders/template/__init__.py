@@ -3,7 +3,7 @@
 Pointwise chains (any broadcasting, views, slices, ``cat``) become one vectorised
 single-pass kernel; groups of reductions over any dimensions (norms, softmaxes,
 losses, arg reductions) become one reduction kernel with their prologue and
-epilogue fused in (``reduction_kernels``: a warp, a block, a Hopper cluster or,
+epilogue fused in (``reductions`` and ``rows/``: a warp, a block, a Hopper cluster or,
 for few long rows, several blocks per row); ``cumsum`` / ``cumprod`` a scan
 kernel (``scan_kernel``); max / average pooling a kernel of a thread per output
 element with the pointwise work around it (``kernels.window_kernel``). GEMMs,

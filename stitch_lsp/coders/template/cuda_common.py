@@ -383,3 +383,12 @@ __device__ __forceinline__ float stitch_gelu_erf_fast(float x) {
   return x * (x >= 0.f ? 1.f - 0.5f * r : 0.5f * r);
 }
 """
+
+
+def _round_to(expr: str, dtype: str) -> str:
+    """``expr`` rounded to a half dtype and back to fp32, as eager rounds every half-precision result."""
+    if dtype == "bfloat16":
+        return f"__bfloat162float(__float2bfloat16_rn({expr}))"
+    if dtype == "float16":
+        return f"__half2float(__float2half_rn({expr}))"
+    return expr

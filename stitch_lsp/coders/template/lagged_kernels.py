@@ -34,6 +34,9 @@ from stitch_lsp.plan.fusion import Group, reduction_dims
 from stitch_lsp.coders.template import reduction_kernels as rk
 from stitch_lsp.coders.template.cuda_common import PREAMBLE
 from stitch_lsp.coders.template.kernels import KernelSpec, _c_type, _finish
+from stitch_lsp.coders.template.rows.analysis import Analysis, partial_offsets, partial_slots, pass_sources
+from stitch_lsp.coders.template.rows.emit import IDENTITY, fold_element, reduction_emitter, retarget
+from stitch_lsp.coders.template.rows.row_kernel import RowKernel
 from stitch_lsp.op_graph import OpNode
 
 # The consumer warps' threads (the block has three more warps). On an H100, KernelBench's GroupNorm ran at 94% of
@@ -65,7 +68,7 @@ def _static_bytes(ring: int, slots: int, values: int) -> int:
     return 16 * ring + 16 * rows + 4 * rows * slots * warps + 4 * rows * values
 
 
-def lagged_for(a: rk._Analysis, index: dict[str, OpNode], vec: int, *, streamed: bool,
+def lagged_for(a: Analysis, index: dict[str, OpNode], vec: int, *, streamed: bool,
                sms: int | None = None) -> Lag | None:
     """A lagged kernel where a row is too long for a block's registers, its one pass of sums, maxima, minima,
     products or moments feeds full-size outputs, and the slack and a row's share of each of ``sms`` blocks fit
@@ -82,7 +85,7 @@ def lagged_for(a: rk._Analysis, index: dict[str, OpNode], vec: int, *, streamed:
     if a.dom.rows * tiles < LAG_MIN_STEPS * sms:
         return None
     slot_bytes = 4 * len(a.full_leaves) * rk.stage_floats(tile)
-    slots = sum(rk._slots(a, index, r) for r in a.passes[0])
+    slots = sum(partial_slots(a, index, r) for r in a.passes[0])
     ring = LAG_SHARED_BYTES // slot_bytes
     while ring and ring * slot_bytes + _static_bytes(ring, slots, len(a.row_nodes) + len(a.reductions) + 1) \
             > LAG_SHARED_BYTES:
@@ -93,10 +96,10 @@ def lagged_for(a: rk._Analysis, index: dict[str, OpNode], vec: int, *, streamed:
     return Lag(tile, tiles, ring, math.ceil(tiles / (ring - 1)))
 
 
-class LaggedKernel(rk._RowKernel):
+class LaggedKernel(RowKernel):
     """The kernel of ``lagged_for``'s shape (see the module's docstring)."""
 
-    def __init__(self, group: Group, index: dict[str, OpNode], name: str, a: rk._Analysis, lag: Lag) -> None:
+    def __init__(self, group: Group, index: dict[str, OpNode], name: str, a: Analysis, lag: Lag) -> None:
         # Combined across a warp only (the warps hand their sums on through shared memory).
         super().__init__(group, index, name, a, config=rk.RowConfig(32, 32, True))
         self.lag = lag
@@ -104,7 +107,7 @@ class LaggedKernel(rk._RowKernel):
     def build(self) -> KernelSpec:
         a, index, w, group, lag = self.a, self.index, self.w, self.group, self.lag
         rows, row_len, vec = a.dom.rows, a.dom.row_len, self.vec
-        em = self.em = rk._reduction_emitter(w, a, group, index, indexed_rows=False)
+        em = self.em = reduction_emitter(w, a, group, index, indexed_rows=False)
         self.warps_per_row = 1
         self.slot = 0
         rpass = a.passes[0]
@@ -248,8 +251,8 @@ extern "C" __global__ void __launch_bounds__({block}, 1) {self.name}({self.signa
         em.emit(f"const int first = (int)((row * {tp}LL) % lg_nb);  // the block that holds the row's first tile")
         # Every block's sums loaded at once (a lane takes blocks lane, lane + 32, ...; the grid is SMS blocks at
         # most), then merged: the row's values are ready one L2 round trip after its count is.
-        identity = [("0.f" if form == "moments" else rk._IDENTITY[op_table.REDUCTION_OPS[index[r].op]])
-                    for r, _, form in rk._partials(rpass, moments, poss) for _ in range(rk._slots(a, index, r))]
+        identity = [("0.f" if form == "moments" else IDENTITY[op_table.REDUCTION_OPS[index[r].op]])
+                    for r, _, form in partial_offsets(rpass, moments, poss) for _ in range(partial_slots(a, index, r))]
         for i in range(math.ceil(rk.SMS / 32)):
             em.emit(f"const int wq{i} = lane + {32 * i};")
             em.emit(f"const bool has{i} = wq{i} < lg_nb && (wq{i} - first + lg_nb) % lg_nb < {tp};  // holds a tile")
@@ -284,7 +287,7 @@ extern "C" __global__ void __launch_bounds__({block}, 1) {self.name}({self.signa
         for r in rpass:
             how = op_table.REDUCTION_OPS[index[r].op]
             accs[r] = em.fresh("acc")
-            em.emit(f"float {accs[r]} = {rk._IDENTITY[how]};")
+            em.emit(f"float {accs[r]} = {IDENTITY[how]};")
             if r in a.var_of:
                 names = (em.fresh("origin"), em.fresh("s1_"), em.fresh("s2_"), em.fresh("cnt"))
                 em.emit(f"float {', '.join(f'{v} = 0.f' for v in names)};")
@@ -304,7 +307,7 @@ extern "C" __global__ void __launch_bounds__({block}, 1) {self.name}({self.signa
         em.emit("  lg_srow = row;")
         for r in rpass:
             how = op_table.REDUCTION_OPS[index[r].op]
-            em.emit(f"  {accs[r]} = {rk._IDENTITY[how]};")
+            em.emit(f"  {accs[r]} = {IDENTITY[how]};")
         for r, (origin, s1, s2, cnt) in sums.items():
             _, src = reduction_dims(index[r], index)
             em.indent += "  "
@@ -356,7 +359,7 @@ extern "C" __global__ void __launch_bounds__({block}, 1) {self.name}({self.signa
             stores += w.store(u, prefix, guard)
         self.group.outputs = group_outputs
         for s in stores:
-            em.emit(rk._retarget(s, a.full_outs, group_outputs))
+            em.emit(retarget(s, a.full_outs, group_outputs))
         em.emit("__syncwarp();")
         em.emit("if (lane == 0) stitch_ring_arrive(&lg_empty[sl]);  // this warp is done with the slot")
         em.indent = em.indent[:-2]
@@ -390,9 +393,9 @@ extern "C" __global__ void __launch_bounds__({block}, 1) {self.name}({self.signa
 
     def accumulate(self, u: int, prefix: str, guard: str, rpass: list[str], accs: dict, sums: dict) -> None:
         em = self.em
-        for r, how, src in rk.pass_sources(rpass, self.index):
+        for r, how, src in pass_sources(rpass, self.index):
             for v in range(self.vec):
-                rk.fold_element(em, how, accs[r], em.value(src.name, f"{prefix}{v}"), guard,
+                fold_element(em, how, accs[r], em.value(src.name, f"{prefix}{v}"), guard,
                                 sums[r][:3] if r in sums else None)
             if r in sums:
                 cnt = sums[r][3]

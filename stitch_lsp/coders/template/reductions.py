@@ -1,8 +1,9 @@
 """The kernels for a reduction group: which shape of kernel takes it (a column kernel, a row kernel, a team or
 a cluster of blocks per row, a lagged kernel, or rows split into parts) and the kernels that shape needs.
 
-The row kernel and the shapes' figures are ``reduction_kernels``' (read through the module, so a sweep or a
-test that sets one of its figures steers the choice); the lagged kernel builds on the row kernel.
+The shapes' figures are ``reduction_kernels``' (read through the module, so a sweep or a test that sets one
+of its figures steers the choice); the kernels are ``rows/``' (the row and column kernels); the lagged kernel
+builds on the row kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from stitch_lsp.coders.template import reduction_kernels as rk
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel
 from stitch_lsp.coders.template.lagged_kernels import LaggedKernel, lagged_for
+from stitch_lsp.coders.template.rows.analysis import analyse, row_vec
+from stitch_lsp.coders.template.rows.columns import column_kernel
+from stitch_lsp.coders.template.rows.row_kernel import RowKernel
 from stitch_lsp.op_graph import OpNode
 from stitch_lsp.plan.fusion import Group, split_tail
 
@@ -25,10 +29,10 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
     ``split``: True picks by the shape (``split_for``), False never splits, a Split forces one. ``sm``: the
     target's compute capability (clusters from 90).
     """
-    a = rk.analyse(group, index)
+    a = analyse(group, index)
     if a.dom.layout == "columns":
-        return [rk.column_kernel(group, index, name, a)]
-    vec = rk._row_vec(a, index)
+        return [column_kernel(group, index, name, a)]
+    vec = row_vec(a, index)
     if split is True:
         cfg = config or rk.row_config(a.dom.row_len, vec, a.dom.rows, len(a.full_leaves))
         blocks = math.ceil(a.dom.rows / max(1, cfg.block // cfg.threads))
@@ -37,13 +41,13 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
             if (sm >= 90 and config is None and a.dom.layout == "rows"
                 and all(index[l].dtype == "float32" for l in a.full_leaves)) else None
         if team is not None:
-            return [rk._RowKernel(group, index, name, a, split=team, role="team").build()]
+            return [RowKernel(group, index, name, a, split=team, role="team").build()]
         cluster = rk.cluster_for(a.dom.rows, a.dom.row_len, vec, passes=len(a.passes),
                                  full_outputs=bool(a.full_outs), blocks=blocks, streamed=cfg.streamed,
                                  elem_bytes=4 * len(a.full_leaves)) \
             if sm >= 90 and config is None else None  # shared memory holds fp32, whatever the inputs are
         if cluster is not None:
-            return [rk._RowKernel(group, index, name, a, split=cluster, role="cluster").build()]
+            return [RowKernel(group, index, name, a, split=cluster, role="cluster").build()]
         if sm >= 90 and config is None and a.dom.layout == "rows":
             lag = lagged_for(a, index, vec, streamed=cfg.streamed)
             if lag is not None:
@@ -51,7 +55,7 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
         split = rk.split_for(a.dom.rows, a.dom.row_len, vec, blocks, passes=len(a.passes),
                              full_outputs=bool(a.full_outs), streamed=cfg.streamed)
     if not split:
-        return [rk._RowKernel(group, index, name, a, config=config).build()]
+        return [RowKernel(group, index, name, a, config=config).build()]
     if a.full_outs:
         # The outputs of few long rows: a pointwise kernel over all their elements (every SM busy, no loop)
         # reads the row values the split kernels leave, instead of blocks walking their parts once more.
@@ -63,6 +67,6 @@ def reduction_kernels(group: Group, index: dict[str, OpNode], name: str, config:
                         + [pointwise_kernel(tail, index, f"{name}_out")])
             except Unsupported:
                 pass
-    out = [rk._RowKernel(group, index, f"{name}_p{p}", a, split=split, role="partials", upto=p).build()
+    out = [RowKernel(group, index, f"{name}_p{p}", a, split=split, role="partials", upto=p).build()
            for p in range(len(a.passes))]
-    return out + [rk._RowKernel(group, index, name, a, split=split, role="finish").build()]
+    return out + [RowKernel(group, index, name, a, split=split, role="finish").build()]

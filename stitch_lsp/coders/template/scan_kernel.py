@@ -132,16 +132,56 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
         for o in group.outputs:
             if index[o].numel != dom.numel:
                 raise Unsupported(f"output {o} is not the size of the scan")
-    w = _Writer(group, index, name)
-    w.domain = dom.numel
-    em = w.em
-    em.fast_math = True
-    em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
-    em.mark_exact()
-    em.indent = "  "
-    rows, row_len = dom.rows, dom.row_len
-    op = _OP[how]
-    if dom.layout == "rows":
+    return _ScanKernel(group, index, name, _Scan(scan, how, dims[0], src, dom), place).build()
+
+
+@define
+class _Scan:
+    """The group's scan: its node, its kind (``op_table.SCAN_OPS``), the dimension it runs along, the node whose
+    elements it scans and its rows."""
+
+    node: OpNode
+    how: str
+    dim: int
+    src: OpNode
+    dom: Domain
+
+
+class _ScanKernel:
+    """``scan_kernel``'s state: the scan, where its values land, and the kernel's writer."""
+
+    def __init__(self, group: Group, index: dict[str, OpNode], name: str, scan: _Scan,
+                 place: Placement | None) -> None:
+        self.group, self.index, self.name, self.scan, self.place = group, index, name, scan.node, place
+        self.how, self.op, self.dim, self.src, self.dom = scan.how, _OP[scan.how], scan.dim, scan.src, scan.dom
+        w = self.w = _Writer(group, index, name)
+        w.domain = self.dom.numel
+        em = self.em = w.em
+        em.fast_math = True
+        em.half_outputs = all(index[o].dtype in ("bfloat16", "float16") for o in group.outputs)
+        em.mark_exact()
+        em.indent = "  "
+
+    def build(self) -> KernelSpec:
+        block, grid, note = self.along_rows() if self.dom.layout == "rows" else self.across_columns()
+        place, w = self.place, self.w
+        if place is not None:
+            note += (", stored in reverse" if place.reverse else f", stored from position {place.offset}"
+                     + (f" after {sum(p.shape[self.dim] for p, _ in place.fills)} filled" if place.fills else ""))
+        src_text = PREAMBLE + f"""
+extern "C" __global__ void __launch_bounds__({block}) {self.name}({w.signature()}) {{
+{chr(10).join(self.em.lines)}
+}}
+"""
+        src_text = re.sub(r"(?<![\w.])expf\(", "__expf(", src_text)
+        src_text = _finish(src_text, self.group, self.index)
+        return KernelSpec(name=self.name, source=src_text, kind="scan", params=w.leaves + self.group.outputs,
+                          outputs=list(self.group.outputs), grid=grid, block=block, note=note)
+
+    def along_rows(self) -> tuple[int, int, str]:
+        """A warp a row, in chunks as eager takes them: (block, grid, note)."""
+        em, w, how, place = self.em, self.w, self.how, self.place
+        rows, row_len = self.dom.rows, self.dom.row_len
         # The association of eager's own scan (see the module's docstring), so the two agree to the last bit.
         chunk = eager_chunk(rows, row_len)
         k = chunk // 32  # consecutive elements a lane holds
@@ -153,7 +193,7 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
         em.emit("const int lane = threadIdx.x & 31;")
         em.emit(f"if (row >= {rows}LL) return;")
         if place is not None:
-            _fill_rows(em, group.outputs, place, dims[0], "row", "lane", 32)
+            _fill_rows(em, self.group.outputs, place, self.dim, "row", "lane", 32)
         # A cat that places the scan a few elements along (an exclusive scan): each lane stores the value of
         # the lane ``offset`` below it (the chunk before's, for the first lanes), so a warp's stores start
         # where a row's memory does instead of straddling two lines; one more chunk stores the last values.
@@ -167,6 +207,27 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
             em.emit(f"#pragma unroll {SCAN_UNROLL}")
         em.emit(f"for (int cb = 0; cb < {row_len + shift}; cb += {chunk}) {{")
         em.indent += "  "
+        ixs, oks, ps = self.load_run(k, vec)
+        x = self.scan_chunk(chunk, k, ixs, oks)
+        if place is None:
+            self.store_run(k, vec, ixs, oks, x)
+        elif shift:
+            self.store_shifted(k, shift, x)
+        else:
+            self.store_placed(k, vec, oks, ps, x)
+        em.indent = em.indent[:-2]
+        em.emit("}")
+        grid = math.ceil(rows / (block // 32))
+        note = (f"{len(self.group.nodes)} ops, {rows} rows of {row_len}, a warp a row, chunks of {chunk} "
+                f"({k} a lane) scanned as eager scans them"
+                + (f", each stored from {shift} element{'s' if shift > 1 else ''} back through the warp" if shift else ""))
+        return block, grid, note
+
+    def load_run(self, k: int, vec: int) -> tuple[list[str], list[str], list[str]]:
+        """This lane's run of ``k`` elements of the chunk: their indices, whether each lies in the row, and their
+        positions in it."""
+        em, w = self.em, self.w
+        rows, row_len = self.dom.rows, self.dom.row_len
         em.emit(f"const int j = cb + lane * {k};")
         em.memo = {}
         w.vec_loaded = {}
@@ -189,9 +250,15 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
         if vec == 1:  # the row and the position are the index's digits: views of the source need no division
             for ix, pe in zip(ixs, ps):
                 em.forms[ix] = (((Digit("row", rows), row_len), (Digit(pe, row_len), 1)), 0)
+        return ixs, oks, ps
+
+    def scan_chunk(self, chunk: int, k: int, ixs: list[str], oks: list[str]) -> list[str]:
+        """The chunk's running values, one variable for each element of the lane's run, as eager associates them;
+        the running value of the chunks before is carried in ``carry``."""
+        em, how, op = self.em, self.how, self.op
         x = [em.fresh("x") for _ in range(k)]
         for e in range(k):
-            em.emit(f"float {x[e]} = {oks[e]} ? {em.value(src.name, ixs[e])} : {_IDENTITY[how]};")
+            em.emit(f"float {x[e]} = {oks[e]} ? {em.value(self.src.name, ixs[e])} : {_IDENTITY[how]};")
         # The chunk's first element takes the running value of the chunks before.
         em.emit(f"if (lane == 0) {x[0]} = {x[0]} {op} carry;")
         level = 0
@@ -208,101 +275,113 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
                 em.emit(f"  if (lane & {lanes}) {{ {' '.join(f'{v} = {v} {op} t;' for v in x)} }} }}")
             level += 1
         em.emit(f"carry = __shfl_sync(0xffffffffu, {x[k - 1]}, 31);")
-        if place is None:
-            for e in range(k):
-                em.memo[(scan.name, ixs[e])] = _rounded(em, x[e], scan.dtype)
-            for o_idx, o in enumerate(group.outputs):
-                vals = [em.value(o, ix) for ix in ixs]
-                ctype = _c_type(index[o].dtype)
-                if vec > 1:
-                    arr = em.fresh("st")
-                    em.emit(f"if (ok) {{ const float {arr}[{k}] = {{{', '.join(vals)}}}; "
-                            f"stitch_stv<{k}>(out{o_idx} + c0, {arr}); }}")
-                else:
-                    for e in range(k):
-                        em.emit(f"if ({oks[e]}) out{o_idx}[e{e}_0] = stitch_from_float<{ctype}>({vals[e]});")
-        elif shift:
-            # Output element e of a lane's run is the scan's at d = e - shift of the run: in the run of the
-            # lane floor(d / k) along (the chunk before's, past the first lane), element d mod k.
-            out_len = place.dom.row_len
-            ys = []
-            for e in range(k):
-                d = e - shift
-                along, m = d // k, d % k
-                if along == 0:
-                    ys.append(x[m])
-                    continue
-                src_lane = f"((lane + {32 + along}) & 31)"
-                now, then, y = em.fresh("t"), em.fresh("t"), em.fresh("y")
-                em.emit(f"const float {now} = __shfl_sync(0xffffffffu, {x[m]}, {src_lane});")
-                em.emit(f"const float {then} = __shfl_sync(0xffffffffu, before[{m}], {src_lane});")
-                em.emit(f"const float {y} = lane >= {-along} ? {now} : {then};")
-                ys.append(y)
-            em.emit(" ".join(f"before[{m}] = {x[m]};" for m in range(k)))
-            oixs = []
-            for e in range(k):
-                oix = em.fresh("o")
-                q = "j" if e == 0 else f"(j + {e})"
-                em.emit(f"const long long {oix} = row * {out_len}LL + {q};")
-                em.forms[oix] = (((Digit("row", rows), out_len), (Digit(q, out_len), 1)), 0)
-                em.memo[(place.node.name, oix)] = _rounded(em, ys[e], scan.dtype)
-                oixs.append(oix)
-            for o_idx, o in enumerate(group.outputs):
-                vals = [em.value(o, ix) for ix in oixs]
-                ctype = _c_type(index[o].dtype)
-                singles = " ".join(f"if (j + {e} >= {shift} && j + {e} < {shift + row_len}) "
-                                   f"out{o_idx}[{oixs[e]}] = stitch_from_float<{ctype}>({vals[e]});" for e in range(k))
-                if k > 1 and out_len % k == 0:
-                    arr = em.fresh("st")
-                    em.emit(f"if (j >= {shift} && j + {k} <= {shift + row_len}) {{ const float {arr}[{k}] = "
-                            f"{{{', '.join(vals)}}}; stitch_stv<{k}>(out{o_idx} + {oixs[0]}, {arr}); }}")
-                    em.emit(f"else {{ {singles} }}")
-                else:
-                    em.emit(singles)
-        else:
-            out_len = place.dom.row_len
-            oixs = []
-            for e in range(k):
-                q = em.fresh("q")
-                em.emit(f"const int {q} = {place.position(ps[e], row_len)};")
-                oix = em.fresh("o")
-                em.emit(f"const long long {oix} = row * {out_len}LL + {q};")
-                em.forms[oix] = (((Digit("row", rows), out_len), (Digit(q, out_len), 1)), 0)
-                em.memo[(place.node.name, oix)] = _rounded(em, x[e], scan.dtype)
-                oixs.append(oix)
-            # A lane's run lands as one vector: reversed where the placement flips it, aligned where a cat
-            # shifts it by a multiple of the run.
-            whole = vec > 1 and out_len % k == 0 and place.offset % k == 0
-            for o_idx, o in enumerate(group.outputs):
-                vals = [em.value(o, ix) for ix in oixs]
-                ctype = _c_type(index[o].dtype)
-                if whole:
-                    arr = em.fresh("st")
-                    first = oixs[-1] if place.reverse else oixs[0]
-                    em.emit(f"if (ok) {{ const float {arr}[{k}] = {{{', '.join(vals[::-1] if place.reverse else vals)}}}; "
-                            f"stitch_stv<{k}>(out{o_idx} + {first}, {arr}); }}")
-                else:
-                    for e in range(k):
-                        em.emit(f"if ({oks[e]}) out{o_idx}[{oixs[e]}] = stitch_from_float<{ctype}>({vals[e]});")
-        em.indent = em.indent[:-2]
-        em.emit("}")
-        grid = math.ceil(rows / (block // 32))
-        note = (f"{len(group.nodes)} ops, {rows} rows of {row_len}, a warp a row, chunks of {chunk} "
-                f"({k} a lane) scanned as eager scans them"
-                + (f", each stored from {shift} element{'s' if shift > 1 else ''} back through the warp" if shift else ""))
-    else:
+        return x
+
+    def store_run(self, k: int, vec: int, ixs: list[str], oks: list[str], x: list[str]) -> None:
+        """The outputs at the scan's own elements (no flip or cat places them)."""
+        em, index, scan = self.em, self.index, self.scan
+        for e in range(k):
+            em.memo[(scan.name, ixs[e])] = _rounded(em, x[e], scan.dtype)
+        for o_idx, o in enumerate(self.group.outputs):
+            vals = [em.value(o, ix) for ix in ixs]
+            ctype = _c_type(index[o].dtype)
+            if vec > 1:
+                arr = em.fresh("st")
+                em.emit(f"if (ok) {{ const float {arr}[{k}] = {{{', '.join(vals)}}}; "
+                        f"stitch_stv<{k}>(out{o_idx} + c0, {arr}); }}")
+            else:
+                for e in range(k):
+                    em.emit(f"if ({oks[e]}) out{o_idx}[e{e}_0] = stitch_from_float<{ctype}>({vals[e]});")
+
+    def store_shifted(self, k: int, shift: int, x: list[str]) -> None:
+        """The outputs of a cat that places the scan ``shift`` elements along: each lane stores at its own
+        positions the values of the lanes ``shift`` elements back."""
+        em, index, scan, place = self.em, self.index, self.scan, self.place
+        rows, row_len = self.dom.rows, self.dom.row_len
+        # Output element e of a lane's run is the scan's at d = e - shift of the run: in the run of the
+        # lane floor(d / k) along (the chunk before's, past the first lane), element d mod k.
+        out_len = place.dom.row_len
+        ys = []
+        for e in range(k):
+            d = e - shift
+            along, m = d // k, d % k
+            if along == 0:
+                ys.append(x[m])
+                continue
+            src_lane = f"((lane + {32 + along}) & 31)"
+            now, then, y = em.fresh("t"), em.fresh("t"), em.fresh("y")
+            em.emit(f"const float {now} = __shfl_sync(0xffffffffu, {x[m]}, {src_lane});")
+            em.emit(f"const float {then} = __shfl_sync(0xffffffffu, before[{m}], {src_lane});")
+            em.emit(f"const float {y} = lane >= {-along} ? {now} : {then};")
+            ys.append(y)
+        em.emit(" ".join(f"before[{m}] = {x[m]};" for m in range(k)))
+        oixs = []
+        for e in range(k):
+            oix = em.fresh("o")
+            q = "j" if e == 0 else f"(j + {e})"
+            em.emit(f"const long long {oix} = row * {out_len}LL + {q};")
+            em.forms[oix] = (((Digit("row", rows), out_len), (Digit(q, out_len), 1)), 0)
+            em.memo[(place.node.name, oix)] = _rounded(em, ys[e], scan.dtype)
+            oixs.append(oix)
+        for o_idx, o in enumerate(self.group.outputs):
+            vals = [em.value(o, ix) for ix in oixs]
+            ctype = _c_type(index[o].dtype)
+            singles = " ".join(f"if (j + {e} >= {shift} && j + {e} < {shift + row_len}) "
+                               f"out{o_idx}[{oixs[e]}] = stitch_from_float<{ctype}>({vals[e]});" for e in range(k))
+            if k > 1 and out_len % k == 0:
+                arr = em.fresh("st")
+                em.emit(f"if (j >= {shift} && j + {k} <= {shift + row_len}) {{ const float {arr}[{k}] = "
+                        f"{{{', '.join(vals)}}}; stitch_stv<{k}>(out{o_idx} + {oixs[0]}, {arr}); }}")
+                em.emit(f"else {{ {singles} }}")
+            else:
+                em.emit(singles)
+
+    def store_placed(self, k: int, vec: int, oks: list[str], ps: list[str], x: list[str]) -> None:
+        """The outputs of a flip or of a cat that places the scan a whole run along: each running value at its
+        place."""
+        em, index, scan, place = self.em, self.index, self.scan, self.place
+        rows, row_len = self.dom.rows, self.dom.row_len
+        out_len = place.dom.row_len
+        oixs = []
+        for e in range(k):
+            q = em.fresh("q")
+            em.emit(f"const int {q} = {place.position(ps[e], row_len)};")
+            oix = em.fresh("o")
+            em.emit(f"const long long {oix} = row * {out_len}LL + {q};")
+            em.forms[oix] = (((Digit("row", rows), out_len), (Digit(q, out_len), 1)), 0)
+            em.memo[(place.node.name, oix)] = _rounded(em, x[e], scan.dtype)
+            oixs.append(oix)
+        # A lane's run lands as one vector: reversed where the placement flips it, aligned where a cat
+        # shifts it by a multiple of the run.
+        whole = vec > 1 and out_len % k == 0 and place.offset % k == 0
+        for o_idx, o in enumerate(self.group.outputs):
+            vals = [em.value(o, ix) for ix in oixs]
+            ctype = _c_type(index[o].dtype)
+            if whole:
+                arr = em.fresh("st")
+                first = oixs[-1] if place.reverse else oixs[0]
+                em.emit(f"if (ok) {{ const float {arr}[{k}] = {{{', '.join(vals[::-1] if place.reverse else vals)}}}; "
+                        f"stitch_stv<{k}>(out{o_idx} + {first}, {arr}); }}")
+            else:
+                for e in range(k):
+                    em.emit(f"if ({oks[e]}) out{o_idx}[{oixs[e]}] = stitch_from_float<{ctype}>({vals[e]});")
+
+    def across_columns(self) -> tuple[int, int, str]:
+        """A thread a row, walking it in order: (block, grid, note)."""
+        em, w, how, place, dom, scan = self.em, self.w, self.how, self.place, self.dom, self.scan
+        rows, row_len = dom.rows, dom.row_len
         w.vec = 1
         em.emit(f"const long long r = (long long)blockIdx.x * {SCAN_THREADS} + threadIdx.x;")
         em.emit(f"if (r >= {rows}LL) return;")
         if place is not None:
-            _fill_rows(em, group.outputs, place, dims[0], "r", "0", 1)
+            _fill_rows(em, self.group.outputs, place, self.dim, "r", "0", 1)
         em.emit(f"float carry = {_IDENTITY[how]};")
         em.emit(f"for (int j = 0; j < {row_len}; ++j) {{")
         em.indent += "  "
         em.memo = {}
         w.vec_loaded = {}
         w.declare_chunk(0, dom.element("r", "j"))
-        em.emit(f"carry = carry {op} {em.value(src.name, 'e0_0')};")
+        em.emit(f"carry = carry {self.op} {em.value(self.src.name, 'e0_0')};")
         at = "e0_0"
         if place is not None:
             at = em.fresh("o")
@@ -310,24 +389,13 @@ def scan_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec
             em.memo[(place.node.name, at)] = _rounded(em, "carry", scan.dtype, copy=True)
         else:
             em.memo[(scan.name, "e0_0")] = _rounded(em, "carry", scan.dtype, copy=True)
-        for o_idx, o in enumerate(group.outputs):
-            em.emit(f"out{o_idx}[{at}] = stitch_from_float<{_c_type(index[o].dtype)}>({em.value(o, at)});")
+        for o_idx, o in enumerate(self.group.outputs):
+            em.emit(f"out{o_idx}[{at}] = stitch_from_float<{_c_type(self.index[o].dtype)}>({em.value(o, at)});")
         em.indent = em.indent[:-2]
         em.emit("}")
         block, grid = SCAN_THREADS, math.ceil(rows / SCAN_THREADS)
-        note = f"{len(group.nodes)} ops, {rows} rows of {row_len} (stride {dom.inner}), a thread a row, in order"
-    if place is not None:
-        note += (", stored in reverse" if place.reverse else f", stored from position {place.offset}"
-                 + (f" after {sum(p.shape[dims[0]] for p, _ in place.fills)} filled" if place.fills else ""))
-    src_text = PREAMBLE + f"""
-extern "C" __global__ void __launch_bounds__({block}) {name}({w.signature()}) {{
-{chr(10).join(em.lines)}
-}}
-"""
-    src_text = re.sub(r"(?<![\w.])expf\(", "__expf(", src_text)
-    src_text = _finish(src_text, group, index)
-    return KernelSpec(name=name, source=src_text, kind="scan", params=w.leaves + group.outputs,
-                      outputs=list(group.outputs), grid=grid, block=block, note=note)
+        note = f"{len(self.group.nodes)} ops, {rows} rows of {row_len} (stride {dom.inner}), a thread a row, in order"
+        return block, grid, note
 
 
 def _fill_rows(em, outputs: list[str], place: Placement, dim: int, row: str, first: str, step: int) -> None:

@@ -14,24 +14,29 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
 
-from stitch_lsp.fuse.edit import FuseEdit, build_edit, names_for
-from stitch_lsp.reports.verdict_hints import generated_module_hints
 from stitch_lsp.task.selection import prepare, shapes_for, workspace_path
-from stitch_lsp.fuse.service import FuseOutcome, fuse_task, gemm_options, tune_gemm_tiles
 from stitch_lsp.coders.llm.key import key_configured
 from stitch_lsp.task.shapes import comment_block, comment_template
 from stitch_lsp.analysis.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
 from stitch_lsp.jobs import JobSpec
 from stitch_lsp.jobs.queue import Priority
+from stitch_lsp.lsp import fuse_result
 from stitch_lsp.lsp.features.record_shapes import record_action
 from stitch_lsp.lsp.progress import job_queue
 from stitch_lsp.lsp.server import StitchServer
+
+if TYPE_CHECKING:
+    from stitch_lsp.fuse.edit import FuseEdit
+    from stitch_lsp.fuse.service import FuseOutcome
+
+# The pipeline (planner, Coders, the Anthropic client) is imported when a fuse job first runs: the
+# server answers `initialize` and publishes diagnostics without paying for it.
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +139,8 @@ class Fuser:
             rel = str(Path(path).resolve().relative_to(root.resolve()))
         except ValueError:
             rel = path
+        from stitch_lsp.fuse.edit import names_for
+
         prepared = prepare(source, rel, start, end, settings, root=root)
         needs_record = prepared.task is None and bool(prepared.missing_shapes) and "def get_inputs" in source
         if prepared.task is None and not needs_record:
@@ -148,6 +155,9 @@ class Fuser:
         timeout_s = (settings.verify_timeout_s + 180) * (1 + llm_rounds)
 
         def run(cancel, report) -> FuseOutcome | None:
+            # Imported here, on the job's thread: the first fuse must not hold up the server's loop.
+            from stitch_lsp.fuse.service import fuse_task
+
             current = prepared
             if needs_record:
                 # Shape source 3 (trusted workspaces only): run the file's get_inputs() under the recorder.
@@ -196,21 +206,31 @@ class Fuser:
             return
         module_path, func = state["names"]
         self._publish_rubric(outcome)
-        if outcome.untuned_gemms and outcome.verdict is not None and outcome.verdict.status.value != "no_gpu":
+        no_gpu = outcome.verdict is not None and outcome.verdict.status.value == "no_gpu"
+        if outcome.untuned_gemms and outcome.verdict is not None and not no_gpu:
             self._tune_gemms(outcome, root)
-        if not outcome.offerable:
-            self._fail(uri, rng, outcome.message or "no kernel to offer",
-                       warning=outcome.verdict is not None and outcome.verdict.status.value == "no_gpu",
-                       related=(outcome.plan_text.splitlines()[0],) if outcome.plan_text else ())
-            return
         doc = server.document(uri)
+        if not outcome.offerable:
+            message = outcome.message or "no kernel to offer"
+            if no_gpu:
+                message = no_gpu_message(outcome)
+            result = fuse_result.write_result(server, uri, rng, message, outcome,
+                                              lambda: self._diff(prepared, outcome, doc, root, module_path, func))
+            self._fail(uri, rng, message, warning=no_gpu,
+                       related=(outcome.plan_text.splitlines()[0],) if outcome.plan_text else (), result=result)
+            return
         if doc is None or doc.version != version:
             self._fail(uri, rng, "the document changed while the kernel was being made; nothing was applied")
             return
+        from stitch_lsp.fuse.edit import build_edit
+        from stitch_lsp.reports.verdict_hints import generated_module_hints
+
         edit = build_edit(prepared.task, outcome.plan.graph, doc.source, outcome.edit_files, module_path, func,
                           indent=prepared.region.indent, returns=prepared.region.returns)
         label = f"Stitch: {outcome.message}"
-        server.show_message(label, lsp.MessageType.Info)
+        result = fuse_result.write_result(server, uri, rng, outcome.message, outcome,
+                                          lambda: fuse_result.edit_diff(self._rel(uri, root), doc.source, edit))
+        fuse_result.announce(server, result, label, lsp.MessageType.Info)
         params = lsp.ApplyWorkspaceEditParams(edit=self.workspace_edit(uri, version, edit, root, label), label=label)
         try:
             server.workspace_apply_edit(params)
@@ -224,9 +244,29 @@ class Fuser:
             str(module_file), edit.files.get(module_path, ""), func, outcome.verdict,
             floor_us=outcome.plan.floor_us if outcome.plan is not None else None))
 
+    def _rel(self, uri: str, root: Path) -> str:
+        path = self.server.path_of(uri)
+        try:
+            return str(Path(path).resolve().relative_to(root.resolve()))
+        except ValueError:
+            return Path(path).name
+
+    def _diff(self, prepared: Any, outcome: "FuseOutcome", doc: Any, root: Path, module_path: str, func: str) -> str:
+        """The edit the candidate would make, built as on a pass (no edit is offered): for reading."""
+        if doc is None or outcome.plan is None or outcome.candidate is None or not outcome.task.origin_path:
+            return ""
+        from stitch_lsp.fuse.edit import build_edit, edit_files
+
+        files = outcome.edit_files or edit_files(outcome, self.server.settings, module_path, func)
+        edit = build_edit(prepared.task, outcome.plan.graph, doc.source, files, module_path, func,
+                          indent=prepared.region.indent, returns=prepared.region.returns)
+        return fuse_result.edit_diff(self._rel(doc.uri, root), doc.source, edit)
+
     def _tune_gemms(self, outcome: FuseOutcome, root: Path) -> None:
         """A background job: time the GEMM-family kernels' tiles on this GPU and cache the fastest
         (``.stitch/gemm_tiles.json``); fusing again uses them. The kernel just offered keeps its tiles."""
+        from stitch_lsp.fuse.service import gemm_options, tune_gemm_tiles
+
         server = self.server
         graph = outcome.plan.graph if outcome.plan is not None else None
         if graph is None:
@@ -284,9 +324,13 @@ class Fuser:
         )
 
     def _fail(self, uri: str, rng: Range | None, message: str, *, warning: bool = False,
-              related: tuple[str, ...] = ()) -> dict[str, Any]:
+              related: tuple[str, ...] = (), result: "fuse_result.FuseResult | None" = None) -> dict[str, Any]:
         server = self.server
-        server.show_message(f"Stitch: {message}", lsp.MessageType.Warning if warning else lsp.MessageType.Error)
+        kind = lsp.MessageType.Warning if warning else lsp.MessageType.Error
+        if result is not None:
+            fuse_result.announce(server, result, f"Stitch: {message}", kind)
+        else:
+            server.show_message(f"Stitch: {message}", kind)
         if rng is not None:
             server.diagnostics.set(uri, SOURCE, [Finding(
                 path=server.path_of(uri), range=rng, severity=Severity.WARNING if warning else Severity.ERROR,
@@ -294,9 +338,25 @@ class Fuser:
         return {"job": None, "message": message}
 
 
+def no_gpu_message(outcome: "FuseOutcome") -> str:
+    """The no-GPU ending, with what the compiler said when nvcc compiled the candidate here."""
+    parts = ["No CUDA device here: the candidate was generated but cannot be checked or timed"]
+    compiled = outcome.verdict.compile if outcome.verdict is not None else None
+    if compiled is not None and compiled.backend == "nvcc":
+        if compiled.ok:
+            figures = "; ".join(f"{k.name}: {k.registers} registers, spills {k.spill_stores} B"
+                                for k in compiled.kernels[:3])
+            parts.append("nvcc compiled it" + (f" ({figures})" if figures else ""))
+        else:
+            first = compiled.diagnostics[0].message if compiled.diagnostics else "see the report"
+            parts.append(f"nvcc failed to compile it: {first}")
+    return "; ".join(parts)
+
+
 def register(server: StitchServer) -> None:
     fuser = Fuser(server)
     server._stitch_fuser = fuser  # type: ignore[attr-defined]
+    fuse_result.register(server)
     server.code_action_providers.append(fuser.actions)
 
     @server.command(FUSE)

@@ -17,6 +17,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.jobs import Job, JobListener
+from stitch_lsp.lsp import fuse_result
 from stitch_lsp.lsp.features.kernel_checks import LastVerdict, _uri_position, kernel_checks
 from stitch_lsp.lsp.progress import job_queue
 from stitch_lsp.lsp.server import StitchServer
@@ -91,19 +92,33 @@ def register(server: StitchServer) -> None:
     @server.command(CANCEL_ALL)
     def cancel_all(ls: StitchServer, *args: Any) -> dict[str, Any]:
         cancelled = queue.cancel_all("cancelled by Stitch: Cancel All Jobs")
-        return {"cancelled": len(cancelled)}
+        count = len(cancelled)
+        ls.show_message("Stitch: no jobs were running." if count == 0 else
+                        f"Stitch: cancelled {count} job{'s' if count != 1 else ''}.", lsp.MessageType.Info)
+        return {"cancelled": count}
 
     @server.command(SHOW_REPORT)
     def show_report(ls: StitchServer, *args: Any) -> dict[str, Any]:
         target = checks.last
         uri, position = _uri_position(ls, args)
-        if uri is not None:
+        fuses = fuse_result.results(ls)
+        fused = (fuses.by_uri.get(uri) or fuses.last) if uri is not None and ls.is_python(uri) else None
+        if fused is not None and fused.report:
+            # From a Python file: the report of the last fuse of a selection there.
+            checks.last_report = fused.report
+            status.schedule()
+            return {"path": fused.report, "uri": Path(fused.report).as_uri()}
+        if uri is not None and ls.is_python(uri) and fused is None:
+            message = "no fuse result yet: select PyTorch code and run Stitch: Fuse Selection"
+            ls.show_message(f"Stitch: {message}", lsp.MessageType.Info)
+            return {"path": None, "message": message}
+        if uri is not None and not ls.is_python(uri):
             pairing, name, _ = checks.pairing_at(uri, position)
             if name:
                 path = pairing.cu_path if pairing is not None else ls.path_of(uri)
                 st = checks.kernels.get((path, name))
                 if st is None or st.verdict is None:
-                    message = f"`{name}` has no verdict yet: save it (when paired) or run Stitch: Verify Kernel"
+                    message = f"'{name}' has no verdict yet: save it (when paired) or run Stitch: Verify Kernel"
                     ls.show_message(f"Stitch: {message}", lsp.MessageType.Info)
                     return {"path": None, "message": message}
                 target = LastVerdict(name, path, st.reference, st.verdict)

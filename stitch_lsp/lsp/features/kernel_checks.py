@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from lsprotocol import types as lsp
 
 from stitch_lsp.findings import Finding, Hint, Position, Range, Severity
 from stitch_lsp.jobs import Job, JobCancelled, JobSpec, JobTimedOut, Priority
-from stitch_lsp.jobs.kernel_check import CheckRequest, CheckResult, KernelChecker
+from stitch_lsp.jobs.kernel_check import VERIFIER_ENV, CheckRequest, CheckResult, KernelChecker
 from stitch_lsp.jobs.pairing import Pairing, PairingResult, pair_kernels
 from stitch_lsp.lsp.progress import job_queue
 from stitch_lsp.lsp.server import StitchServer
@@ -42,6 +43,11 @@ VERIFY_COMMAND = "stitch.verifyKernel"
 PROFILE_COMMAND = "stitch.profileKernel"
 
 UNTRUSTED = "verification off: workspace not trusted"
+NO_GPU = "no GPU"
+NO_GPU_TIP = (
+    "No NVIDIA GPU on this machine (nvidia-smi finds none), so paired kernels are not verified or timed here; "
+    "compiles and static checks still run. Verification starts on save on a machine with a GPU."
+)
 UNTRUSTED_TIP = (
     "Stitch runs nothing in a workspace the editor has not trusted: no reference imports, no kernel launches. "
     "Static checks and compiles still work. Trust the workspace to verify this kernel on save."
@@ -128,6 +134,26 @@ class KernelChecks:
         self._show(uri, PAIRING_SOURCE, result.findings, self.server.diagnostics)
         self.refresh(uri)
 
+    async def gpu_absent(self) -> bool:
+        """True when this machine has no GPU to verify on (asked once; a verify job would only end "no_gpu")."""
+        if os.environ.get(VERIFIER_ENV):  # a test's stand-in Verifier decides for itself
+            return False
+        known = self._checker.known_device() if self._checker is not None else False
+        if known is not False:
+            return known is None
+        from stitch_lsp.verify.nvcc import detect_gpu
+
+        return await self.server.run_in_thread(detect_gpu, self.server.settings.gpu_index, pool="process") is None
+
+    def tell_no_gpu(self, pairs: list[Pairing], *, asked: bool = False) -> None:
+        """The hint on each kernel at once; the message once a session (and each time the user asks)."""
+        for pairing in pairs:
+            self.state(pairing.cu_path, pairing.kernel).message = NO_GPU_TIP
+        if asked:
+            self.server.show_message(f"Stitch: {NO_GPU_TIP}", lsp.MessageType.Info)
+        else:
+            self.server.show_message_once("no-gpu", f"Stitch: {NO_GPU_TIP}", lsp.MessageType.Info)
+
     async def on_save(self, uri: str) -> None:
         server = self.server
         if not server.is_cuda(uri):
@@ -138,7 +164,9 @@ class KernelChecks:
         if result is None:
             return
         self._show(uri, PAIRING_SOURCE, result.findings, server.diagnostics)
-        if server.trusted and server.settings.on_save.verify:
+        if server.trusted and server.settings.on_save.verify and result.pairs and await self.gpu_absent():
+            self.tell_no_gpu(result.pairs)
+        elif server.trusted and server.settings.on_save.verify:
             on_save = server.settings.on_save
             for pairing in result.pairs:
                 self.submit(uri, pairing, Priority.ON_SAVE, profile=on_save.profile, sanitize=on_save.sanitize)
@@ -260,7 +288,7 @@ class KernelChecks:
                 hints.extend(verdict_hints(path, pos, pairing.kernel, st.verdict, cached=st.cached))
                 findings.extend(verdict_findings(path, pairing, st.verdict, lines))
             elif st is not None and st.message and (st.job is None or st.job.done):
-                hints.append(status_hint(path, pos, "not verified", st.message))
+                hints.append(status_hint(path, pos, NO_GPU if st.message == NO_GPU_TIP else "not verified", st.message))
             elif st is None or (st.job is None and st.verdict is None):
                 if not server.settings.on_save.verify:
                     hints.append(status_hint(path, pos, "paired: verify on save is off", f"Run **Stitch: Verify Kernel** (`{VERIFY_COMMAND}`) or set `stitch.onSave.verify`."))
@@ -426,6 +454,10 @@ def register(server: StitchServer) -> None:
         if not ls.trusted:
             ls.show_message(f"Stitch: {UNTRUSTED}. {UNTRUSTED_TIP}", lsp.MessageType.Warning)
             return {"ok": False, "kernel": name, "message": UNTRUSTED}
+        if await checks.gpu_absent():
+            checks.tell_no_gpu([pairing], asked=True)
+            checks.refresh(uri)
+            return {"ok": False, "kernel": name, "message": NO_GPU_TIP}
         job = checks.submit(uri, pairing, Priority.USER, profile=profile, sanitize=ls.settings.on_save.sanitize)
         checks.refresh(uri)
         st = checks.state(pairing.cu_path, name)

@@ -23,10 +23,11 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
+from stitch_lsp.lsp import trust_message
 from stitch_lsp.lsp.server import StitchServer
 from stitch_lsp.lsp.text_documents import use_fast_documents
-from stitch_lsp.settings import Layer, from_pyproject, from_user_config, read_settings, user_config_path
-from stitch_lsp.workspace_trust import Ignored, summary
+from stitch_lsp.settings import Layer, from_pyproject, from_user_config, read_settings
+from stitch_lsp.workspace_trust import Ignored
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ _LAYERS = (
     ("workspace/configuration", True, True),
 )
 # Keys of initializationOptions that are not settings.
-_OPTION_KEYS = ("trusted", "settings", "userSettings")
+_OPTION_KEYS = ("trusted", "settings", "userSettings", "handles")
 
 
 class SettingsLayers:
@@ -115,13 +116,7 @@ def flush_untrusted(server: StitchServer) -> None:
     layers: SettingsLayers = server.settings_layers
     layers.ready = True
     pending, layers.pending = layers.pending, []
-    if pending:
-        server.show_message(
-            f"Stitch ignored settings because this workspace is not trusted, {summary(pending)}. "
-            f"Your own settings (user settings, or {user_config_path()}) or the defaults apply instead; "
-            "trust the workspace to use its settings. Details are in the log.",
-            lsp.MessageType.Warning,
-        )
+    trust_message.tell(server, pending)
 
 
 def rebuild_settings(server: StitchServer) -> None:
@@ -174,6 +169,8 @@ def set_trusted(server: StitchServer, trusted: bool) -> None:
         return
     server.trusted = bool(trusted)
     log.info("workspace trust: %s", server.trusted)
+    if server.trusted:
+        trust_message.withdraw(server)
     rebuild_settings(server)
 
 

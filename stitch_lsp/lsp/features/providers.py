@@ -16,6 +16,7 @@ import logging
 
 from lsprotocol import types as lsp
 
+from stitch_lsp.lsp.plain_text import plain
 from stitch_lsp.lsp.server import StitchServer
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,10 @@ def register(server: StitchServer) -> None:
             for action in answer:
                 if only and action.kind and not any(action.kind == k or action.kind.startswith(f"{k}.") for k in only):
                     continue
+                # A menu entry shows no Markdown.
+                action.title = plain(action.title)
+                if action.disabled is not None:
+                    action.disabled.reason = plain(action.disabled.reason)
                 actions.append(action)
         return actions
 
