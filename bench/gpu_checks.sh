@@ -33,7 +33,7 @@ for g in $GROUPS_TO_RUN; do
     fuse_lsp) MARK="" run_tests fuse_lsp 300 tests/fuse/test_fuse_lsp_e2e.py -k listed_then_run ;;
     loader)   run_tests loader 60 tests/verify/test_loader_gpu.py ;;
     timing)   run_tests timing 120 tests/verify/test_timing_gpu.py ;;
-    attention) run_tests attention 200 tests/agents/test_attention_precision_gpu.py ;;
+    attention) run_tests attention 300 tests/agents/test_attention_precision_gpu.py ;;
     scopes)   run_tests scopes 150 tests/analysis/test_rules_on_gpu.py -k scope_hazard ;;
     models_*) OUT="$O/models" FOLDERS="${g#models_}" timeout 300 bash bench/models_fuse_gpu.sh > "$O/${g}.log" 2>&1
               echo "== $g: rc=$?"; tail -15 "$O/${g}.log" ;;

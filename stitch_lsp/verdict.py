@@ -104,6 +104,9 @@ class Trial:
     # Set when the comparison with eager failed and the trial was judged against float64 (then ``passed``
     # is that judgement's).
     float64: Float64Judgement | None = None
+    # Output values not judged: an adversarial trial with finite inputs where the reference is not finite
+    # (it overflowed its dtype there, so it defines nothing); the detail says so.
+    left_out: int = 0
 
 
 @define

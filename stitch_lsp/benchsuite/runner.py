@@ -193,7 +193,8 @@ def run_task(task: BenchTask, settings: Settings, coder: str, cancel: CancelToke
         candidate=getattr(outcome, "candidate", None),
         verdict=getattr(outcome, "verdict", None),
         message=str(getattr(outcome, "message", "") or ""),
-        gemm_fallback="; ".join(filter(None, [str(getattr(outcome, "gemm_fallback", "") or ""),
+        gemm_fallback="; ".join(filter(None, [str(getattr(outcome, "attention_fallback", "") or ""),
+                                              str(getattr(outcome, "gemm_fallback", "") or ""),
                                               str(getattr(outcome, "layout_fallback", "") or "")])),
     )
     result.precision = _state.precision

@@ -66,12 +66,12 @@ def gemm_tune_cases(graph: "OpGraph", gemm: "GemmOptions") -> "list[TuneCase]":
 
 
 def workspace_module(graph: "OpGraph", gemm: "GemmOptions | None", channels_last: bool | None, *,
-                     loader_import: str, func_name: str, header: str) -> str:
+                     loader_import: str, func_name: str, header: str, attention: bool = True) -> str:
     """The module an accepted edit writes into the workspace: the template Coder's kernels for ``graph``
-    (generated as the candidate was, with ``gemm`` and ``channels_last``) and the fused function."""
+    (generated as the candidate was, with ``gemm``, ``channels_last`` and ``attention``) and the fused function."""
     from stitch_lsp.coders.template import edit_module, lower
 
-    program = lower(graph, gemm, channels_last=channels_last)
+    program = lower(graph, gemm, channels_last=channels_last, attention=attention)
     return edit_module(program, loader_import=loader_import, func_name=func_name, header=header)
 
 

@@ -59,6 +59,7 @@ def edit_files(outcome, settings: Settings, module_path: str, func_name: str, ge
         func_name=func_name,
         header=(f"Fused by Stitch from {outcome.task.origin_path}. "
                 f"{outcome.verdict.summary if outcome.verdict else ''}").strip(),
+        attention=getattr(outcome, "attention", True),
     )
     files = {module_path: text}
     if package:

@@ -61,6 +61,8 @@ class FuseOutcome:
     layout_fallback: str = ""  # set when a convolution's channels-last candidate was tried again in NCHW: what happened
     # The GEMM family's own verdict, when the fallback's candidate is the one above.
     family_verdict: Verdict | None = None
+    attention: bool = True  # False: hand-written attention kept as written (the attention fallback)
+    attention_fallback: str = ""  # set when attention taken as one fused call failed and was tried as written
 
     @property
     def offerable(self) -> bool:
@@ -245,6 +247,10 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         verdict = _judge(task, candidate, plan, verifier, cancel, report)
     outcome.verdict = verdict
     (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
+    why_fallback = attention_fallback_reason(candidate, verdict) if refined is None else ""
+    if why_fallback:
+        _attention_fallback(outcome, traced.graph, device, gemm, settings, verifier, cancel, report, why_fallback)
+        candidate, verdict = outcome.candidate, outcome.verdict
     why_fallback = gemm_fallback_reason(candidate, verdict, gemm) if refined is None else ""
     if why_fallback:
         gemm = _gemm_fallback(outcome, traced.graph, device, gemm, settings, verifier, cancel, report, why_fallback,
@@ -269,13 +275,13 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
         if verdict.hack_flags:
             why += " (anti-hacking: " + "; ".join(f.message for f in verdict.hack_flags) + ")"
         outcome.message = f"Fused kernel not offered: {why}. Generated code kept in {outdir}"
-        for note in (outcome.gemm_fallback, outcome.layout_fallback):
+        for note in (outcome.attention_fallback, outcome.gemm_fallback, outcome.layout_fallback):
             outcome.message += f". {note}" if note else ""
         if refined is not None:
             outcome.message += f". {refined.message}"
         return outcome
     outcome.message = f"Fused {candidate.fused_what()}: " + (_speedups(verdict) or verdict.summary)
-    for note in (outcome.gemm_fallback, outcome.layout_fallback):
+    for note in (outcome.attention_fallback, outcome.gemm_fallback, outcome.layout_fallback):
         outcome.message += f". {note}" if note else ""
     if refined is not None:
         outcome.message += f". {refined.message}"
@@ -351,9 +357,11 @@ def _layout_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None
     first, first_verdict = outcome.candidate, outcome.verdict
     report(ProgressEvent("generating", f"the convolution in channels-last: {why}; trying it in NCHW", 65))
     cancel.raise_if_cancelled()
-    plan = make_plan(task, graph, device, gemm, channels_last=False, layouts=conv_layouts)
+    plan = make_plan(task, graph, device, gemm, channels_last=False, layouts=conv_layouts,
+                     attention=outcome.attention)
     writer = make_coder("template", settings)
     writer.gemm, writer.channels_last = gemm, False  # type: ignore[attr-defined]
+    writer.attention = outcome.attention  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)
     verdict = _judge(task, candidate, plan, verifier, cancel, report, "the candidate with the convolution in NCHW")
     if not verdict.offerable or (first_verdict.offerable and not _faster(verdict, first_verdict)):
@@ -370,6 +378,59 @@ def _layout_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None
     (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
     outcome.candidate, outcome.verdict, outcome.channels_last = candidate, verdict, False
     outcome.layout_fallback = f"convolution in NCHW; in channels-last {why} (kept in {outdir / 'conv_channels_last'})"
+
+
+# Why attention as one fused call can fail where the written code's NaN or Inf reaches the output.
+MASKED_NAN = ("PyTorch's fused attention skips masked positions, so NaN or Inf in v beyond the causal mask does "
+              "not reach the output as it does in the written code; the written attention is kept")
+
+
+def attention_fallback_reason(candidate: Candidate, verdict: Verdict) -> str:
+    """Why a candidate that took hand-written attention as one ``scaled_dot_product_attention`` call is
+    generated again with the attention as written: the Verifier did not pass it (the written code is the
+    specification; its NaN and Inf placement included). "" when it is not (it passed, or the verdict is
+    about the task, not the kernel)."""
+    if candidate.coder != "template" or not candidate.pattern_calls or verdict.status in _NOT_THE_KERNEL:
+        return ""
+    if verdict.offerable:
+        return ""
+    failed = [t.name for t in (verdict.correctness.failed_trials if verdict.correctness else [])]
+    if any(name in ("adversarial-nan", "adversarial-inf") for name in failed):
+        return MASKED_NAN
+    return f"attention as one fused call did not pass the Verifier ({why_not_passed(verdict)}); the written attention is kept"
+
+
+def _attention_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
+                        settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter, why: str) -> None:
+    """Generate the candidate again with the attention as written (its GEMMs, mask and softmax) and judge
+    it; the outcome takes it when it passes. The choice is measured, as the GEMM family's cuBLAS fallback is."""
+    task, outdir = outcome.task, Path(outcome.task_dir)
+    first, first_verdict = outcome.candidate, outcome.verdict
+    report(ProgressEvent("generating", f"attention as one fused call failed: {why}", 55))
+    cancel.raise_if_cancelled()
+    plan = make_plan(task, graph, device, gemm, layouts=conv_layouts, attention=False)
+    writer = make_coder("template", settings)
+    writer.gemm, writer.attention = gemm, False  # type: ignore[attr-defined]
+    candidate = writer.generate(task, plan, None)
+    if not candidate.fuses_anything:
+        outcome.attention_fallback = f"{why}: with the attention as written nothing is left to fuse"
+        return
+    verdict = _judge(task, candidate, plan, verifier, cancel, report, "the candidate with the attention as written")
+    if not verdict.offerable:
+        keep(outdir / "attention_as_written", candidate, verdict)
+        outcome.attention_fallback = (f"{why}; the candidate with the attention as written did not pass either "
+                                      f"({why_not_passed(verdict)}; kept in {outdir / 'attention_as_written'})")
+        return
+    keep(outdir / "attention_fused_call", first, first_verdict)
+    for name in first.cuda_sources:
+        (outdir / name).unlink(missing_ok=True)
+    keep(outdir, candidate, verdict)
+    plan.notes.append(f"attention not taken as one fused call: {why}")
+    outcome.plan, outcome.plan_text = plan, describe(plan)
+    (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
+    outcome.candidate, outcome.verdict, outcome.attention = candidate, verdict, False
+    outcome.attention_fallback = (f"Attention as written: {why} (the fused call's candidate is kept in "
+                                  f"{outdir / 'attention_fused_call'})")
 
 
 def _faster(a: Verdict, b: Verdict) -> bool:
@@ -390,9 +451,9 @@ def _gemm_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, 
     report(ProgressEvent("generating", f"the GEMM family: {why}; trying the GEMM on cuBLAS", 60))
     cancel.raise_if_cancelled()
     cublas = evolve(gemm, mode="cublas")
-    plan = make_plan(task, graph, device, cublas, layouts=conv_layouts)
+    plan = make_plan(task, graph, device, cublas, layouts=conv_layouts, attention=outcome.attention)
     writer = make_coder("template", settings)
-    writer.gemm = cublas  # type: ignore[attr-defined]
+    writer.gemm, writer.attention = cublas, outcome.attention  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)
     library_only = bool(candidate.library_calls) and not candidate.blocking_ops
     if not candidate.fuses_anything and not (slow and verify_library_only and library_only):

@@ -147,12 +147,14 @@ LayoutAdvisor = Callable[[OpGraph, list[Group], dict[str, OpNode], bool | None],
 
 
 def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm: GemmOptions | None = None,
-              channels_last: bool | None = None, layouts: LayoutAdvisor | None = None) -> Plan:
+              channels_last: bool | None = None, layouts: LayoutAdvisor | None = None,
+              attention: bool = True) -> Plan:
     """``gemm``: the template Coder's GEMM options (which GEMMs its Triton family takes, with what tile);
     ``channels_last``: False when every convolution is to run in NCHW; ``layouts``: the Coder's choice of
-    each convolution's layout, noted in the plan (None: not noted)."""
+    each convolution's layout, noted in the plan (None: not noted); ``attention``: False when hand-written
+    attention is kept as written (its fused call failed the Verifier), not planned as one library call."""
     traced = graph
-    graph, attention, attention_misses = fold_attention(simplify(traced))
+    graph, attention, attention_misses = fold_attention(simplify(traced)) if attention else (simplify(traced), [], [])
     attention_notes = {m.node: plan_note(m) for m in attention}
     graph, _ = fuse_gemms(graph, (gemm or default_options()).choose)
     index = graph.index()

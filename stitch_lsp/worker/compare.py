@@ -48,6 +48,9 @@ class Comparison:
     eager_max_abs: float | None = None
     # Passed against float64 as a whole though some values were over their own bound: why (see compare_tensor).
     as_a_whole: str = ""
+    # Positions not judged because the reference is not finite there (``undefined_where_not_finite``).
+    left_out: int = 0
+    numel: int = 0  # floating-point values compared in all (left out included)
 
 
 def flatten(value: Any) -> list[Any]:
@@ -110,8 +113,14 @@ def output_scale(ref: torch.Tensor, chunk: int = CHUNK_ELEMENTS) -> float:
 
 def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float | None, where: str = "",
                    chunk: int = CHUNK_ELEMENTS, ref64: torch.Tensor | None = None,
-                   eager_multiple: float = 0.0) -> Comparison:
+                   eager_multiple: float = 0.0, undefined_where_not_finite: bool = False) -> Comparison:
     """``out`` against ``ref`` at the dtype's tolerance; NaN / ±Inf must sit where ``ref`` has them.
+
+    ``undefined_where_not_finite``: for adversarial inputs that are all finite, a NaN or ±Inf in the
+    reference's output means the reference overflowed its dtype there (fp16 ``q @ kᵀ`` of large values is
+    inf, NaN after the softmax): the function is not defined by it at that position, which is left out
+    (counted in ``left_out``) whatever the candidate has there. Everywhere the reference is finite the
+    candidate is judged as always: within the tolerance, and NaN or ±Inf there is wrong.
 
     With ``ref64`` (a float64 run of the reference on the same inputs), finite values are judged
     against it instead, wherever it is finite: each may be off by the tolerance plus
@@ -137,6 +146,7 @@ def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float 
     if ref.numel() == 0:
         return Comparison(True, 0.0, 0.0)
     r_flat, o_flat = _flat(ref), _flat(out)
+    undefined_where_not_finite = undefined_where_not_finite and _is_float(ref)
     if not _is_float(ref):
         n = sum(int((o_flat[a:b] != r_flat[a:b]).sum()) for a, b in _slices(r_flat.numel(), chunk))
         return Comparison(n == 0, 0.0 if n == 0 else None, None, n, f"{label}{n} elements differ" if n else "")
@@ -170,13 +180,21 @@ def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float 
     eager_max = torch.zeros((), dtype=torch.float64, device=dev)
     cand_sum = torch.zeros((), dtype=torch.float64, device=dev)
     eager_sum = torch.zeros((), dtype=torch.float64, device=dev)
+    left = torch.zeros((), dtype=torch.int64, device=dev)
     per_slice = []  # values over the tolerance in each slice, to find the first one afterwards
     for a, b in _slices(r_flat.numel(), chunk):
         r, o, target, diff, over, finite, eager_err = judged(a, b)
         r_nan, o_nan = torch.isnan(r), torch.isnan(o)
-        nan_bad += (r_nan != o_nan).sum()
         r_inf, o_inf = torch.isinf(r), torch.isinf(o)
-        inf_bad += ((r_inf | o_inf) & ~(r_nan | o_nan) & (r != o)).sum()
+        nan_wrong = r_nan != o_nan
+        inf_wrong = (r_inf | o_inf) & ~(r_nan | o_nan) & (r != o)
+        if undefined_where_not_finite:
+            defined = torch.isfinite(r)
+            left += (~defined).sum()
+            nan_wrong &= defined
+            inf_wrong &= defined
+        nan_bad += nan_wrong.sum()
+        inf_bad += inf_wrong.sum()
         n_over = over.sum()
         bad += n_over
         per_slice.append(n_over)
@@ -201,7 +219,8 @@ def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float 
             total = 0
     parts = []
     if int(nan_bad):
-        parts.append(f"NaN in {int(nan_bad)} places where the reference differs")
+        where_ = " (the reference is finite there)" if undefined_where_not_finite else ""
+        parts.append(f"NaN in {int(nan_bad)} places where the reference differs{where_}")
     if int(inf_bad):
         parts.append(f"±Inf wrong in {int(inf_bad)} places")
     if int(bad):
@@ -224,7 +243,8 @@ def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float 
         parts = [whole]
     return Comparison(total == 0, float(max_abs), rel_value if math.isfinite(rel_value) else None, total,
                       label + "; ".join(parts), misplaced=misplaced,
-                      eager_max_abs=float(eager_max) if x_flat is not None else None, as_a_whole=label + whole)
+                      eager_max_abs=float(eager_max) if x_flat is not None else None, as_a_whole=label + whole,
+                      left_out=int(left), numel=ref.numel())
 
 
 def _scalar(x: torch.Tensor) -> float:
@@ -241,8 +261,10 @@ def _unravel(k: int, shape: tuple[int, ...]) -> list[int]:
 
 
 def compare(ref: Any, out: Any, rtol: float | None = None, atol: float | None = None,
-            chunk: int = CHUNK_ELEMENTS, ref64: Any = None, eager_multiple: float = 0.0) -> Comparison:
-    """Every output against the reference's (``ref64``: against a float64 run too, see ``compare_tensor``)."""
+            chunk: int = CHUNK_ELEMENTS, ref64: Any = None, eager_multiple: float = 0.0,
+            undefined_where_not_finite: bool = False) -> Comparison:
+    """Every output against the reference's (``ref64``: against a float64 run too; ``undefined_where_not_finite``:
+    positions where the reference is not finite left out; see ``compare_tensor``)."""
     refs, outs = flatten(ref), flatten(out)
     if len(refs) != len(outs):
         return Comparison(False, detail=f"returned {len(outs)} values, reference returns {len(refs)}")
@@ -255,7 +277,7 @@ def compare(ref: Any, out: Any, rtol: float | None = None, atol: float | None = 
         where = f"output {i}" if len(refs) > 1 else ""
         if isinstance(r, torch.Tensor):
             c = compare_tensor(r, o, rtol, atol, where, chunk, x if isinstance(x, torch.Tensor) else None,
-                               eager_multiple)
+                               eager_multiple, undefined_where_not_finite)
         else:
             same = type(r) is type(o) and r == o
             c = Comparison(bool(same), detail="" if same else f"{where or 'output'}: expected {r!r}, got {o!r}")
@@ -264,6 +286,8 @@ def compare(ref: Any, out: Any, rtol: float | None = None, atol: float | None = 
             details.append(c.detail)
         worst.mismatches += c.mismatches
         worst.misplaced += c.misplaced
+        worst.left_out += c.left_out
+        worst.numel += c.numel if isinstance(r, torch.Tensor) and _is_float(r) else 0
         if c.max_abs is not None and worst.max_abs is not None:
             worst.max_abs = max(worst.max_abs, c.max_abs)
         elif c.max_abs is None:
@@ -399,6 +423,22 @@ def error_vs(ref64: Any, out: Any, chunk: int = CHUNK_ELEMENTS) -> ErrorStats | 
     stats.mean_abs = total / stats.count if stats.count else 0.0
     stats.rms_ref = math.sqrt(sq / stats.count) if stats.count else 0.0
     return stats
+
+
+def count_finite(value: Any, chunk: int = CHUNK_ELEMENTS) -> tuple[int, int]:
+    """(finite values, all values) over the floating-point tensors in ``value``, slice by slice (no
+    full-size mask)."""
+    finite = total = 0
+    for t in tensors(value):
+        if not t.is_floating_point() or t.numel() == 0:
+            continue
+        flat = _flat(t)
+        count = torch.zeros((), dtype=torch.int64, device=t.device)
+        for a, b in _slices(flat.numel(), chunk):
+            count += torch.isfinite(flat[a:b]).sum()
+        finite += int(count)
+        total += flat.numel()
+    return finite, total
 
 
 def peak_abs(value: Any, chunk: int = CHUNK_ELEMENTS) -> float:

@@ -41,8 +41,8 @@ from stitch_lsp.contract.verify import VerifyJob, VerifyOptions
 from stitch_lsp.worker import accuracy as acc
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.basic_handlers import describe_device
-from stitch_lsp.worker.compare import (compare, fingerprint, peak_abs, same_fingerprint, tensors, tolerance,
-                                      values_only)
+from stitch_lsp.worker.compare import (compare, count_finite, fingerprint, peak_abs, same_fingerprint, tensors,
+                                      tolerance, values_only)
 from stitch_lsp.worker.guards import ForbiddenTorchOp, guarded_call
 from stitch_lsp.worker.memory_phases import PhaseMemory, make_plan
 from stitch_lsp.worker.modules import compile_failure, import_file, is_compile_error
@@ -58,6 +58,9 @@ SUSPICIOUS_SPEEDUP = 10.0
 # A trial that fails against eager is judged against float64: each value may be off by the tolerance
 # plus this many times eager's own error there (eager is no exact answer where an epilogue cancels).
 EAGER_ERROR_MULTIPLE = 2.0
+# An adversarial trial with finite inputs is judged only where the reference's output is finite (it can
+# overflow its dtype); with less than this share of it finite, the trial is listed as not checked.
+OVERFLOW_JUDGED_FRACTION = 0.01
 # Small outputs are compared at a scaled tolerance when the reference's float32 run is this close
 # to its float64 run, relative to its largest output: the values carry signal, not rounding noise.
 SMALL_OUTPUT_AGREEMENT = 1e-3
@@ -393,8 +396,10 @@ class VerifyRun:
         return CandidateCall(out=out, ready=same_fingerprint(ready, final), final=final, mutated=mutated)
 
     def trial(self, name: str, kind: str, ref_model: Any, cand_model: Any, make: Callable[[], list[Any]],
-              candidate_first: bool, detail: str = "") -> tuple[Trial, Any]:
-        """``make()`` draws the trial's inputs; each side gets its own draw of the same values."""
+              candidate_first: bool, detail: str = "", overflow_left_out: bool = False) -> tuple[Trial, Any]:
+        """``make()`` draws the trial's inputs; each side gets its own draw of the same values.
+        ``overflow_left_out``: the inputs are adversarial and all finite, so where the reference's output is
+        not finite it overflowed its dtype, and those positions are not judged (``compare_tensor``)."""
         if candidate_first:
             call = self.run_candidate(cand_model, make)
             ref_out = self.run_reference(ref_model, make)
@@ -406,14 +411,18 @@ class VerifyRun:
         if call.error is not None:
             return Trial(name=name, kind=kind, passed=False,
                          detail=f"{prefix}{_RAISED} {_short(call.error)}"), ref_out
-        result = compare(ref_out, call.out, self.opts.rtol, self.atol, self.chunk)
+        result = compare(ref_out, call.out, self.opts.rtol, self.atol, self.chunk,
+                         undefined_where_not_finite=overflow_left_out)
         late = not same_fingerprint(fingerprint(call.out, self.chunk), call.final)
         trial = Trial(name=name, kind=kind, passed=result.passed, max_abs_err=result.max_abs,
                       max_rel_err=result.max_rel, mismatches=result.mismatches,
-                      detail=prefix + (result.detail or order))
+                      detail=prefix + (result.detail or order), left_out=result.left_out)
+        if result.left_out:
+            trial.detail += (f"; {result.left_out} of {result.numel} output values not judged: the reference is "
+                             "not finite there from finite inputs (it overflowed its dtype)")
         if not result.passed and kind in ("random", "adversarial") and not result.misplaced \
                 and values_only(ref_out, call.out):
-            self.judge_against_float64(trial, ref_model, make, ref_out, call.out)
+            self.judge_against_float64(trial, ref_model, make, ref_out, call.out, overflow_left_out)
         if not call.ready or late:
             self.flag("HACK004", "the output was not ready on the current stream when forward returned: work runs on "
                                  "another stream or thread (the timer would not see it)", evidence=name, dynamic=True)
@@ -427,7 +436,7 @@ class VerifyRun:
         return trial, ref_out
 
     def judge_against_float64(self, trial: Trial, ref_model: Any, make: Callable[[], list[Any]], ref_out: Any,
-                              out: Any) -> None:
+                              out: Any, overflow_left_out: bool = False) -> None:
         """A trial that failed against eager, judged again against a float64 run of the reference on the
         same inputs (see ``compare_tensor``): where eager's own last bits show (large inputs through an
         epilogue that cancels), a candidate closer to the exact answer than eager is not wrong."""
@@ -443,7 +452,7 @@ class VerifyRun:
                 out64, why = acc.float64_outputs(ref_model, make, self.sync)
                 again = None if out64 is None else compare(
                     ref_out, out, self.opts.rtol, self.atol, max(1, self.chunk // 2), ref64=out64,
-                    eager_multiple=EAGER_ERROR_MULTIPLE)
+                    eager_multiple=EAGER_ERROR_MULTIPLE, undefined_where_not_finite=overflow_left_out)
                 del out64
         except Stop:
             raise
@@ -615,6 +624,10 @@ class VerifyRun:
             if not any(isinstance(v, torch.Tensor) and v.is_floating_point() for v in values):
                 self.not_checked.append(f"adversarial-{case}: no floating-point input")
                 continue
+            # NaN / ±Inf planted in the inputs: where they land is the check. All finite: a non-finite output
+            # is the reference overflowing its dtype, where it defines nothing.
+            finite_in, total_in = count_finite(values, self.chunk)
+            finite_inputs = finite_in == total_in
             try:
                 probe = ref_model(*values)
             except BaseException as exc:  # noqa: BLE001
@@ -624,14 +637,18 @@ class VerifyRun:
                 continue
             finally:
                 del values
-            outs = [t for t in tensors(probe) if t.is_floating_point()]
-            nothing_finite = bool(outs) and all(not bool(torch.isfinite(t).any()) for t in outs if t.numel())
-            del probe, outs
-            if nothing_finite:
+            finite, total = count_finite(probe, self.chunk)
+            del probe
+            if total and not finite:
                 self.not_checked.append(f"adversarial-{case}: the reference's output is entirely NaN/Inf")
                 continue
+            if finite_inputs and total and finite < OVERFLOW_JUDGED_FRACTION * total:
+                self.not_checked.append(
+                    f"adversarial-{case}: the reference overflows its dtype on such inputs (not finite in "
+                    f"{total - finite} of {total} output values, from finite inputs): too little is defined to judge")
+                continue
             trial, _ = self.trial(f"adversarial-{case}", "adversarial", ref_model, cand_model, make, j % 2 == 1,
-                                  detail=f"seed {seed}")
+                                  detail=f"seed {seed}", overflow_left_out=finite_inputs)
             self.trials.append(trial)
 
     def second_shape(self, ref: Any, cand: Any) -> None:

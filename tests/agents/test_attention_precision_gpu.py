@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.fuse.service import fuse_task
+from stitch_lsp.fuse.service import MASKED_NAN, fuse_task
 from stitch_lsp.pipeline import Task
 from stitch_lsp.task.precision import cast_source
 from stitch_lsp.settings import Settings
@@ -102,7 +102,31 @@ def get_init_inputs():
     return [d]
 '''
 
-CASES = {"attention": ATTENTION, "transformer_block": BLOCK, "pointwise": POINTWISE, "rows": ROWS}
+# The attention core alone, as a selection of it is traced: q, k and v are inputs, so NaN or Inf planted in v
+# at a future position reaches every earlier row in the written code (0 * NaN in att @ v), not in SDPA's.
+SELECTION = HEADER + '''
+class Model(nn.Module):
+    def __init__(self, max_len):
+        super().__init__()
+        self.attn_dropout = nn.Dropout(0.1)
+        self.register_buffer("bias", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
+
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+        att = self.attn_dropout(F.softmax(att, dim=-1))
+        return att @ v
+
+def get_inputs():
+    return [torch.randn(2, 4, 256, 64), torch.randn(2, 4, 256, 64), torch.randn(2, 4, 256, 64)]
+
+def get_init_inputs():
+    return [256]
+'''
+
+CASES = {"attention": ATTENTION, "transformer_block": BLOCK, "pointwise": POINTWISE, "rows": ROWS,
+         "selection": SELECTION}
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +173,12 @@ def test_template_kernels_are_correct_in_half_precision(name, precision, verifie
     accuracy = outcome.verdict.accuracy
     # Judged against float64 beside eager: fp32 accumulation keeps the kernels about as accurate as eager.
     assert accuracy.ratio is None or accuracy.ratio <= 4.0, accuracy.message
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+def test_attention_whose_fused_call_misplaces_masked_nan_is_kept_as_written_and_passes(verifier, tmp_path):
+    outcome = fused("selection", "fp32", verifier, tmp_path)
+    assert outcome.attention is False and MASKED_NAN in outcome.message, outcome.message
+    assert "scaled_dot_product_attention" not in " ".join(outcome.candidate.library_calls)
+    assert MASKED_NAN in outcome.plan_text

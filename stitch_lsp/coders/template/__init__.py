@@ -26,11 +26,13 @@ class TemplateCoder:
     def __init__(self, gemm: GemmOptions | None = None) -> None:
         self.gemm = gemm  # which GEMMs the Triton family takes, with which tiles (None: the defaults)
         self.channels_last: bool | None = None  # False: every convolution in NCHW (None: STITCH_CONV_LAYOUT)
+        self.attention = True  # False: hand-written attention as written, not one fused call
 
     def generate(self, task: Task, plan: Plan, feedback: str | None = None) -> Candidate:
         if plan.graph is None:
             raise ValueError("the plan has no traced graph; the template Coder lowers the traced graph")
-        program = lower(plan.graph, self.gemm, sm=sm_of(plan.device_name), channels_last=self.channels_last)
+        program = lower(plan.graph, self.gemm, sm=sm_of(plan.device_name), channels_last=self.channels_last,
+                        attention=self.attention)
         module = candidate_module(task, program)
         return Candidate(
             module_source=module,

@@ -73,7 +73,7 @@ class _Fused:
                 f"got {[s for s, _ in named]}. Install Stitch to re-generate it for new shapes, "
                 "or fuse again") from None
         return program_for(self.graph, [s for s, _ in named], _GEMM_MODE, sm=_sm(tensors[0]),
-                           conv_layout=_CONV_LAYOUT)
+                           conv_layout=_CONV_LAYOUT, attention=_ATTENTION)
 
 
 def _sm(tensor):
@@ -331,6 +331,7 @@ _BAKED = json.loads({json.dumps(json.dumps(data, indent=None))})
 _GRAPH = {graph_json!r}
 _GEMM_MODE = {program.gemm_mode!r}
 _CONV_LAYOUT = {program.conv_layout!r}
+_ATTENTION = {program.attention!r}
 {_RUNTIME}
 _FUSED = _Fused(_BAKED, _GRAPH)
 
@@ -411,7 +412,8 @@ class _Retraced(_Fused):
                         key=lambda pair: pair[0])
         specs = [(list(t.shape), str(t.dtype).replace("torch.", "")) for _, t in inputs]
         self.baked, self.graph = program_for_init(_REFERENCE_SOURCE, self.args, self.kwargs, specs, roles,
-                                                  _GEMM_MODE, sm=_sm(tensors[0]), conv_layout=_CONV_LAYOUT)
+                                                  _GEMM_MODE, sm=_sm(tensors[0]), conv_layout=_CONV_LAYOUT,
+                                                  attention=_ATTENTION)
 
 
 def _describe(bound):

@@ -56,6 +56,8 @@ class LoweredProgram:
     conv_layouts: dict = field(factory=dict)  # convolution -> plan.conv_layout.ConvLayout
     # "nchw": lowered with channels-last convolutions turned off (re-lowering for other shapes keeps it).
     conv_layout: str = ""
+    # False: hand-written attention was lowered as written, not as one fused call (re-lowering keeps it).
+    attention: bool = True
 
     @property
     def covered(self) -> bool:
@@ -73,23 +75,28 @@ def sm_of(device_name: str) -> int:
 
 
 def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
-          channels_last: bool | None = None) -> LoweredProgram:
+          channels_last: bool | None = None, attention: bool = True) -> LoweredProgram:
     """``gemm``: which GEMMs the GEMM family takes (with their epilogues; the rest stay cuBLAS calls);
     ``sm``: the compute capability the kernels are for (Hopper's clusters from 90); the Planner's H100 by
     default, the device's own when a candidate re-lowers itself for new shapes; ``channels_last``: whether
-    a convolution with a pointwise tail may run in channels-last (None: ``STITCH_CONV_LAYOUT``, default on)."""
+    a convolution with a pointwise tail may run in channels-last (None: ``STITCH_CONV_LAYOUT``, default on);
+    ``attention``: whether hand-written attention is taken as one ``scaled_dot_product_attention`` call
+    (False: its GEMMs, mask and softmax are lowered as written, as when the fused call failed the Verifier)."""
     source = graph
     gemm = gemm or default_options()
-    graph, attention, _ = fold_attention(simplify(graph))
+    graph = simplify(graph)
+    taken = []
+    if attention:
+        graph, taken, _ = fold_attention(graph)
     graph, _ = fuse_gemms(graph, gemm.choose)
     graph, folded = fold_library_epilogues(graph)
     graph, moved = split_conv_bias(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in attention] + list(folded) + moved,
-                             library_fusions=folded, pattern_calls=[m.describe() for m in attention],
+    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in taken] + list(folded) + moved,
+                             library_fusions=folded, pattern_calls=[m.describe() for m in taken],
                              source_graph=source, gemm_mode=gemm.mode,
-                             conv_layout="nchw" if channels_last is False else "")
+                             conv_layout="nchw" if channels_last is False else "", attention=attention)
     layouts = conv_layouts(graph, groups, index, channels_last)
     program.conv_layouts = layouts
     reads_channels_last = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution

@@ -126,23 +126,23 @@ def _linear_calls(steps: list[dict[str, Any]], outputs: set[str]) -> list[dict[s
 
 
 def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str | None = None,
-                sm: int = 90, conv_layout: str = "") -> dict[str, Any]:
+                sm: int = 90, conv_layout: str = "", attention: bool = True) -> dict[str, Any]:
     """Re-lower a symbolically traced graph for other input shapes (the binding's just-in-time path), for a
     device of compute capability ``sm``.
 
     ``gemm_mode``: the GEMM choice the module was generated with (None, from modules generated before it
-    was recorded: the default).
+    was recorded: the default); ``attention``: whether attention was taken as one fused call.
     """
     graph = from_json(graph_json, OpGraph)
     if not graph.symbolic:
         raise ValueError("this kernel was traced for fixed shapes only; fuse again for the new shapes")
     return program_data(lower(specialise(graph, shapes), _options(gemm_mode), sm=sm,
-                              channels_last=False if conv_layout == "nchw" else None))
+                              channels_last=False if conv_layout == "nchw" else None, attention=attention))
 
 
 def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: list[tuple[list[int], str]],
                      roles: list[list[Any]], gemm_mode: str | None = None, sm: int = 90,
-                     conv_layout: str = "") -> tuple[dict[str, Any], str]:
+                     conv_layout: str = "", attention: bool = True) -> tuple[dict[str, Any], str]:
     """The reference traced again for a model built with other constructor arguments (which can change
     the graph's constants), at forward's ``inputs`` (shape, dtype); the program and the traced graph.
 
@@ -161,7 +161,7 @@ def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: l
                          f"inputs ({', '.join(p or f'input {i}' for _, p, i in have)}) than the fused kernel "
                          f"takes ({', '.join(p or f'input {i}' for _, p, i in roles)}); fuse again")
     data = program_data(lower(graph, _options(gemm_mode), sm=sm,
-                              channels_last=False if conv_layout == "nchw" else None))
+                              channels_last=False if conv_layout == "nchw" else None, attention=attention))
     return data, (to_json(graph) if graph.symbolic else "{}")
 
 
