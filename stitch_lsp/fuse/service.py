@@ -110,6 +110,23 @@ def _verify(task: Task, candidate: Candidate, verifier: Any, cancel, report) -> 
     return verifier.verify(task.source, candidate, options, cancel=cancel, report=report)
 
 
+def no_gpu_message(verdict: Verdict | None, kept_in: Path | None = None) -> str:
+    """The no-GPU ending, with what nvcc said when it compiled the candidate here. ``kept_in``: where the
+    candidate lies, for a terminal (the editor offers buttons to open it instead)."""
+    kept = f" (kept in {kept_in})" if kept_in is not None else ""
+    parts = [f"No CUDA device here: the candidate was generated{kept} but cannot be checked or timed"]
+    compiled = verdict.compile if verdict is not None else None
+    if compiled is not None and compiled.backend == "nvcc":
+        if compiled.ok:
+            figures = "; ".join(f"{k.name}: {k.registers} registers, spills {k.spill_stores} B"
+                                for k in compiled.kernels[:3])
+            parts.append("nvcc compiled it" + (f" ({figures})" if figures else ""))
+        else:
+            first = compiled.diagnostics[0].message if compiled.diagnostics else "see the report"
+            parts.append(f"nvcc failed to compile it: {first}")
+    return "; ".join(parts)
+
+
 def _speedups(verdict: Verdict) -> str:
     """GPU-time ratios with their intervals, as every other surface shows them."""
     return speed_text(verdict.timing) or ""
@@ -264,7 +281,7 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     outcome.findings = rubric_findings(verdict, candidate, module_path=str(outdir / "candidate.py"),
                                        kernel_path=str(outdir / kernel_file))
     if verdict.status is VerdictStatus.NO_GPU:
-        outcome.message = "No CUDA device: the candidate was generated (kept in " + str(outdir) + ") but cannot be checked or timed here"
+        outcome.message = no_gpu_message(verdict, outdir)
         return outcome
     if outcome.slower_than_library:
         outcome.message = (f"Fused kernel not offered: {outcome.gemm_fallback}. "

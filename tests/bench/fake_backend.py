@@ -59,7 +59,7 @@ def _hold(name: str) -> None:
 
 
 def configure(no_cache: bool = False, **_options) -> None:
-    """The shard's run choices; a run told to measure afresh logs "configure" (``$FAKE_BENCH_LOG``)."""
+    """The shard's run choices; a run told to measure afresh logs "configure" (``$STITCH_FAKE_BENCH_LOG``)."""
     if no_cache:
         _log("configure", "no_cache=True")
 

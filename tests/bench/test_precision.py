@@ -96,7 +96,7 @@ def test_the_bench_task_is_cast_and_a_bad_precision_stops_before_any_task(tmp_pa
 
 
 def test_a_run_and_its_rows_carry_the_precision_and_resume_keeps_it(tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_BENCH_LOG", str(tmp_path / "log"))
+    monkeypatch.setenv("STITCH_FAKE_BENCH_LOG", str(tmp_path / "log"))
     suite = tmp_path / "tasks"
     suite.mkdir()
     for name in ("pw_a_fp32", "pw_b_fp32"):

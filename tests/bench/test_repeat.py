@@ -18,7 +18,7 @@ def test_repeat_runs_every_task_n_times_in_fresh_processes_without_cache(tmp_pat
     suite = make_suite(tmp_path, names)
     log = tmp_path / "runs.log"
     env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "0", "HOME": str(tmp_path),
-           "FAKE_BENCH_LOG": str(log)}
+           "STITCH_FAKE_BENCH_LOG": str(log)}
     run_dir = tmp_path / "rep"
     proc = subprocess.run([sys.executable, "-m", "stitch_lsp.cli", "bench", str(suite), "--backend", BACKEND,
                            "--repeat", "3", "--out", str(run_dir)],

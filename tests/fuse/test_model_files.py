@@ -125,4 +125,4 @@ def test_cli_reaches_a_candidate_and_says_it_cannot_run_without_a_gpu(workspace)
     out = run.stdout + run.stderr
     assert "Traceback" not in out
     assert "Shapes: recorded (.stitch/recordings/pkg/model.py/Mixer.forward.json" in run.stderr
-    assert "No CUDA device: the candidate was generated" in run.stdout, out
+    assert "No CUDA device here: the candidate was generated" in run.stdout, out

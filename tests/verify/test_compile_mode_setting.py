@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 
-from stitch_lsp.settings import Settings, merge
+from stitch_lsp.settings import Layer, read_settings
 from tests.jobs.test_kernel_checks_e2e import workspace
 from tests.verify.test_no_cache_layers import reached, verify_kernel
 
 
+def _read(mode: str):
+    return read_settings([Layer("pyproject.toml", {"compileMode": mode}, workspace=True)], root=None, trusted=True)
+
+
 def test_the_setting_takes_the_two_modes_and_ignores_anything_else():
-    s, ignored = merge(Settings(), {"compileMode": "max-autotune-no-cudagraphs"})
-    assert s.compile_mode == "max-autotune-no-cudagraphs" and not ignored
-    s, ignored = merge(Settings(), {"compileMode": "reduce-overhead"})  # CUDA graphs: shared static buffers
-    assert s.compile_mode == "default" and ignored == ["compile_mode"]
+    built = _read("max-autotune-no-cudagraphs")
+    assert built.settings.compile_mode == "max-autotune-no-cudagraphs" and not built.unknown
+    built = _read("reduce-overhead")  # CUDA graphs: shared static buffers
+    assert built.settings.compile_mode == "default"
+    assert [key for _layer, key in built.unknown] and "compileMode" in built.unknown[0][1]
 
 
 def test_the_mode_reaches_the_worker_and_a_new_mode_is_a_new_question(tmp_path):

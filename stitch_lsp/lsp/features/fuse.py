@@ -339,18 +339,10 @@ class Fuser:
 
 
 def no_gpu_message(outcome: "FuseOutcome") -> str:
-    """The no-GPU ending, with what the compiler said when nvcc compiled the candidate here."""
-    parts = ["No CUDA device here: the candidate was generated but cannot be checked or timed"]
-    compiled = outcome.verdict.compile if outcome.verdict is not None else None
-    if compiled is not None and compiled.backend == "nvcc":
-        if compiled.ok:
-            figures = "; ".join(f"{k.name}: {k.registers} registers, spills {k.spill_stores} B"
-                                for k in compiled.kernels[:3])
-            parts.append("nvcc compiled it" + (f" ({figures})" if figures else ""))
-        else:
-            first = compiled.diagnostics[0].message if compiled.diagnostics else "see the report"
-            parts.append(f"nvcc failed to compile it: {first}")
-    return "; ".join(parts)
+    """The no-GPU ending as ``stitch fuse`` says it, less the folder: the message's buttons open it."""
+    from stitch_lsp.fuse.service import no_gpu_message as said
+
+    return said(outcome.verdict)
 
 
 def register(server: StitchServer) -> None:
