@@ -78,7 +78,11 @@ def test_honest_two_streams_pass_and_their_time_covers_every_kernel(verifier):
     assert not v.hack_flags
     assert v.streams.status == "checked" and len(v.streams.streams) == 2 and not v.streams.unjoined
     assert v.timing.status == "measured" and v.timing.host_clock_ok
-    assert v.timing.candidate.median_ms * 1e3 >= 0.9 * v.streams.span_us
+    # The GPU time covers the side stream's kernel too: at least the kernels' own durations, run one
+    # after the other as the join orders them. (The profiler's span_us is host-side, launch gaps
+    # included: GPU time rightly leaves those out.)
+    kernels_us = sum(k.duration_us for k in v.streams.kernels)
+    assert v.timing.candidate.median_ms * 1e3 >= 0.9 * kernels_us, (v.timing.candidate, v.streams.kernels)
 
 
 # ------------------------------------------------------------------ too large
@@ -134,4 +138,8 @@ def test_honest_two_streams_pass_at_6gib_with_all_their_work_timed(verifier):
     assert len(v.streams.streams) == 2 and not v.streams.unjoined
     # The forward's eager peak is two outputs (relu, then the product): the plan knew.
     assert v.memory.forward_peak_bytes == 12 * GiB
-    assert v.timing.candidate.median_ms * 1e3 >= 0.9 * v.streams.span_us
+    # The GPU time covers the side stream's kernel too: at least the kernels' own durations, run one
+    # after the other as the join orders them. (The profiler's span_us is host-side, launch gaps
+    # included: GPU time rightly leaves those out.)
+    kernels_us = sum(k.duration_us for k in v.streams.kernels)
+    assert v.timing.candidate.median_ms * 1e3 >= 0.9 * kernels_us, (v.timing.candidate, v.streams.kernels)
