@@ -386,14 +386,9 @@ def _layout_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None
         outcome.layout_fallback = (f"the convolution in channels-last: {why}; in NCHW: "
                                    + (why_not_passed(verdict) if not verdict.offerable else "no faster"))
         return
-    keep(outdir / "conv_channels_last", first, first_verdict)
-    for name in first.cuda_sources:
-        (outdir / name).unlink(missing_ok=True)
-    keep(outdir, candidate, verdict)
-    plan.notes.append(f"convolution in NCHW: in channels-last {why}")
-    outcome.plan, outcome.plan_text = plan, describe(plan)
-    (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
-    outcome.candidate, outcome.verdict, outcome.channels_last = candidate, verdict, False
+    _adopt(outcome, outdir, plan, (first, first_verdict), (candidate, verdict), "conv_channels_last",
+           f"convolution in NCHW: in channels-last {why}")
+    outcome.channels_last = False
     outcome.layout_fallback = f"convolution in NCHW; in channels-last {why} (kept in {outdir / 'conv_channels_last'})"
 
 
@@ -438,14 +433,9 @@ def _attention_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | N
         outcome.attention_fallback = (f"{why}; the candidate with the attention as written did not pass either "
                                       f"({why_not_passed(verdict)}; kept in {outdir / 'attention_as_written'})")
         return
-    keep(outdir / "attention_fused_call", first, first_verdict)
-    for name in first.cuda_sources:
-        (outdir / name).unlink(missing_ok=True)
-    keep(outdir, candidate, verdict)
-    plan.notes.append(f"attention not taken as one fused call: {why}")
-    outcome.plan, outcome.plan_text = plan, describe(plan)
-    (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
-    outcome.candidate, outcome.verdict, outcome.attention = candidate, verdict, False
+    _adopt(outcome, outdir, plan, (first, first_verdict), (candidate, verdict), "attention_fused_call",
+           f"attention not taken as one fused call: {why}")
+    outcome.attention = False
     outcome.attention_fallback = (f"Attention as written: {why} (the fused call's candidate is kept in "
                                   f"{outdir / 'attention_fused_call'})")
 
@@ -509,3 +499,17 @@ def outcome_json(outcome: FuseOutcome) -> str:
 
 def short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def _adopt(outcome: "FuseOutcome", outdir: Path, plan: Plan, first: tuple[Candidate, Verdict],
+           chosen: tuple[Candidate, Verdict], aside: str, note: str) -> None:
+    """A fallback's candidate becomes the outcome; the first candidate is kept aside in ``outdir / aside``
+    (its kernels leave the task folder, so the folder holds what is offered)."""
+    keep(outdir / aside, *first)
+    for name in first[0].cuda_sources:
+        (outdir / name).unlink(missing_ok=True)
+    keep(outdir, *chosen)
+    plan.notes.append(note)
+    outcome.plan, outcome.plan_text = plan, describe(plan)
+    (outdir / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")
+    outcome.candidate, outcome.verdict = chosen
