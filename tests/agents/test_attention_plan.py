@@ -9,8 +9,6 @@ why and the block stays as it was.
 
 from __future__ import annotations
 
-import types
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -18,9 +16,9 @@ trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
 from stitch_lsp.plan.attention import SDPA, fold_attention  # noqa: E402
 from stitch_lsp.plan.planner import describe, make_plan  # noqa: E402
-from stitch_lsp.coders.template import candidate_module, lower  # noqa: E402
-from stitch_lsp.plan.gemm_tiles import GemmOptions  # noqa: E402
+from stitch_lsp.coders.template import lower  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
+from tests.agents.library_program_host import run_library_program  # noqa: E402
 from stitch_lsp.task.precision import cast_source  # noqa: E402
 
 BLOCK = '''
@@ -82,23 +80,7 @@ def plan_of(source):
 
 def run_on_cpu(source):
     """The candidate's program (cuBLAS GEMMs: PyTorch calls only) against eager, on the CPU."""
-    graph = traced(source)
-    program = lower(graph, GemmOptions(mode="cublas"))
-    assert program.kernels == [], [k.name for k in program.kernels]
-    module = types.ModuleType("candidate")
-    exec(compile(candidate_module(Task(name="attention", source=source), program), "candidate", "exec"),
-         module.__dict__)
-    ref = types.ModuleType("reference")
-    exec(compile(source, "reference", "exec"), ref.__dict__)
-    torch.manual_seed(0)
-    model = ref.Model(*ref.get_init_inputs()).eval()
-    inputs = ref.get_inputs()
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    tensors = [state[i.path].detach() if i.role in ("param", "buffer") else inputs[i.index] for i in graph.inputs]
-    with torch.no_grad():
-        want = model(*inputs)
-        got = module._Prepared(module._BAKED)(tensors)
-    return program, want, got
+    return run_library_program(source, traced(source), "attention")
 
 
 def attention_groups(plan):

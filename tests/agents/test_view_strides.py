@@ -22,6 +22,7 @@ from stitch_lsp.plan.gemm_tiles import GemmOptions  # noqa: E402
 from stitch_lsp.coders.template.program import program_data  # noqa: E402
 from stitch_lsp.coders.template.strides import checked_views  # noqa: E402
 from stitch_lsp.pipeline import Task  # noqa: E402
+from tests.agents.library_program_host import run_library_program  # noqa: E402
 
 HEADS_BACK = '''
 import torch
@@ -49,20 +50,7 @@ def get_init_inputs():
 def run_on_cpu(source):
     reply = trace_handler.trace_task(source)
     assert reply.ok, reply.message
-    graph = reply.graph
-    program = lower(graph, GemmOptions(mode="cublas"))
-    assert program.kernels == []
-    module = types.ModuleType("candidate")
-    exec(compile(candidate_module(Task(name="t", source=source), program), "candidate", "exec"), module.__dict__)
-    ref = types.ModuleType("reference")
-    exec(compile(source, "reference", "exec"), ref.__dict__)
-    torch.manual_seed(0)
-    model = ref.Model(*ref.get_init_inputs()).eval()
-    inputs = ref.get_inputs()
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    tensors = [state[i.path].detach() if i.role in ("param", "buffer") else inputs[i.index] for i in graph.inputs]
-    with torch.no_grad():
-        return program, model(*inputs), module._Prepared(module._BAKED)(tensors)
+    return run_library_program(source, reply.graph)
 
 
 def test_contiguous_then_view_runs_in_the_generated_program():
