@@ -85,27 +85,12 @@ def unified_diff(before: str, after: str, before_name: str, after_name: str) -> 
                                         fromfile=before_name, tofile=after_name))
 
 
-def apply_line_edits(source: str, edits: list[Any]) -> str:
-    """``source`` with ``findings.TextEdit``s applied (character offsets by line, last edit first)."""
-    lines = source.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-
-    def offset(pos: Any) -> int:
-        if pos.line >= len(lines):
-            return len(source)
-        return offsets[pos.line] + min(pos.character, len(lines[pos.line]))
-
-    out = source
-    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
-        out = out[:offset(edit.range.start)] + edit.new_text + out[offset(edit.range.end):]
-    return out
-
-
 def edit_diff(origin_rel: str, source: str, edit: Any) -> str:
-    """The diff an accepted fuse edit makes: the user's file, and each file it creates."""
-    parts = [unified_diff(source, apply_line_edits(source, edit.edits), f"a/{origin_rel}", f"b/{origin_rel}")]
+    """The diff an accepted fuse edit makes: the user's file (edited as `stitch fuse --apply` edits it), and
+    each file it creates."""
+    from stitch_lsp.fuse.edit import apply_text_edits
+
+    parts = [unified_diff(source, apply_text_edits(source, edit.edits), f"a/{origin_rel}", f"b/{origin_rel}")]
     for rel, text in sorted(edit.files.items()):
         parts.append(unified_diff("", text, "/dev/null", f"b/{rel}"))
     return "".join(parts)
