@@ -75,7 +75,7 @@ def main() -> int:
     from stitch_lsp.contract.gemm_tune import TuneRequest
     from stitch_lsp.pipeline import Task
     from stitch_lsp.serde import to_dict
-    from stitch_lsp.worker.compare import compare
+    from stitch_lsp.worker.verify.compare import compare
     from stitch_lsp.worker.gemm_tune_handler import time_call, tune
     from stitch_lsp.worker.trace_handler import trace_task
 

@@ -26,9 +26,9 @@ sys.path.insert(0, str(REPO))
 def study(out_dir: Path, name: str, seed: int) -> dict:
     import torch
 
-    from stitch_lsp.worker import accuracy as acc
+    from stitch_lsp.worker.verify import accuracy as acc
     from stitch_lsp.worker import inputs as inp
-    from stitch_lsp.worker.compare import tolerance
+    from stitch_lsp.worker.verify.compare import tolerance
 
     sys.path.insert(0, str(REPO / "bench"))
     from kernelbench_gpu_check import _module

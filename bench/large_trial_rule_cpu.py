@@ -4,7 +4,7 @@ A GEMM (8192 -> 8192, 1024 rows) + bias, clamp to [-1, 1], Mish, GroupNorm over 
 adversarial "large" trial's inputs (uniform [0, 1) times 1e4): nearly every GEMM output saturates the clamp,
 and where one of a group's values lands just inside it, GroupNorm divides by a spread near sqrt(eps), so the
 GEMM's last bits show. The candidate is eager's own fp32 GEMM with the sum taken in another order (as accurate,
-rounded differently), judged by ``stitch_lsp.worker.compare`` as a failed trial is: each value within the
+rounded differently), judged by ``stitch_lsp.worker.verify.compare`` as a failed trial is: each value within the
 tolerance plus 2x eager's error at that value, against float64.
 
     python bench/large_trial_rule_cpu.py      # ~1 min and ~3 GB on two cores
@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from stitch_lsp.worker.compare import compare
+from stitch_lsp.worker.verify.compare import compare
 
 M, K, N, GROUPS = 1024, 8192, 8192, 256
 

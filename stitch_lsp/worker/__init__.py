@@ -43,6 +43,6 @@ Adding a request kind
    message fit for a user.
 
 Built-in kinds: ``ping`` (echo, for tests), ``device_info``, ``verify``
-(``stitch_lsp.worker.verify_handler``), ``run_candidate`` (used under ncu /
+(``stitch_lsp.worker.verify``), ``run_candidate`` (used under ncu /
 compute-sanitizer), and ``test_crash`` (CPU stand-ins for crash handling).
 """

@@ -28,7 +28,7 @@ def assert_matches_eager(ref_mod, ref, cand, cases=("random", "nan", "inf", "lar
     import torch
 
     from stitch_lsp.worker import inputs as inp
-    from stitch_lsp.worker.compare import compare
+    from stitch_lsp.worker.verify.compare import compare
 
     for adversarial in cases:
         torch.manual_seed(1)

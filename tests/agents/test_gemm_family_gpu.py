@@ -58,7 +58,7 @@ FP32_CASES = {  # name: (forward, sizes, whether one TF32 pass must fail the fp3
 
 @pytest.mark.parametrize("name", list(FP32_CASES))
 def test_fp32_kernels_match_eager_at_fp32_accuracy(name):
-    from stitch_lsp.worker.compare import compare
+    from stitch_lsp.worker.verify.compare import compare
 
     body, kw, tf32_fails = FP32_CASES[name]
     module, _ = _candidate(body, **kw)
@@ -82,7 +82,7 @@ def test_fp32_kernels_match_eager_at_fp32_accuracy(name):
 
 
 def test_half_precision_epilogues_match_eager():
-    from stitch_lsp.worker.compare import compare
+    from stitch_lsp.worker.verify.compare import compare
 
     for body, kw in [("return F.silu(self.lin(x)) * self.up(x)", dict(m=512, k=1024, n=1024, dtype="bfloat16")),
                      ("return r + 0.5 * self.lin(x)",

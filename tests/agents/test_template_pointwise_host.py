@@ -221,7 +221,7 @@ def _check(source: str, tmp: Path, sizes: dict | None = None, cases=("random", "
 def check_against_eager(source: str, program, cases, tmp: Path) -> None:
     """Run the lowered program on the host for each input case and compare with eager PyTorch."""
     from stitch_lsp.worker import inputs as inp
-    from stitch_lsp.worker.compare import compare
+    from stitch_lsp.worker.verify.compare import compare
 
     prog = program_data(program)
     ns: dict = {}

@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from stitch_lsp.worker import inputs
-from stitch_lsp.worker.compare import compare, error_vs, fingerprint, peak_abs, same_fingerprint
+from stitch_lsp.worker.verify.compare import compare, error_vs, fingerprint, peak_abs, same_fingerprint
 
 SLICE = 1000
 
@@ -103,7 +103,7 @@ def test_adversarial_values_are_the_same_for_a_seed_and_planted_in_place(case):
 
 
 def _judged(eager_err: torch.Tensor, cand_err: torch.Tensor):
-    from stitch_lsp.worker.compare import compare_tensor
+    from stitch_lsp.worker.verify.compare import compare_tensor
 
     exact = torch.linspace(1.0, 2.0, eager_err.numel(), dtype=torch.float64)
     ref = (exact + eager_err).float()

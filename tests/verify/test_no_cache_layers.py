@@ -84,7 +84,7 @@ torch = pytest.importorskip("torch")
 
 
 def test_the_worker_compiles_the_baseline_again_when_told(tmp_path, monkeypatch):
-    from stitch_lsp.worker import verify_handler
+    from stitch_lsp.worker.verify import run as verify_run
 
     compiles: list[tuple] = []
 
@@ -92,7 +92,7 @@ def test_the_worker_compiles_the_baseline_again_when_told(tmp_path, monkeypatch)
         compiles.append((model, mode))
         return lambda *a: model(*a)
 
-    monkeypatch.setattr(verify_handler.torch, "compile", fake_compile)
+    monkeypatch.setattr(verify_run.torch, "compile", fake_compile)
     ref = tmp_path / "reference.py"
     ref.write_text("# reference\n")
     cand = tmp_path / "candidate.py"
@@ -102,7 +102,7 @@ def test_the_worker_compiles_the_baseline_again_when_told(tmp_path, monkeypatch)
     args = [torch.zeros(2, 4)]
 
     def compiled(**opts):
-        run = verify_handler.VerifyRun(VerifyJob(str(ref), str(cand), options=VerifyOptions(**opts)), ctx)
+        run = verify_run.VerifyRun(VerifyJob(str(ref), str(cand), options=VerifyOptions(**opts)), ctx)
         return run.compiled_reference(model, args)
 
     a = compiled()
@@ -114,6 +114,6 @@ def test_the_worker_compiles_the_baseline_again_when_told(tmp_path, monkeypatch)
     assert len(compiles) == 3 and compiles[-1][1] == "max-autotune-no-cudagraphs"  # another mode: compiled anew
     compiled(compile_mode="max-autotune-no-cudagraphs")
     assert len(compiles) == 3
-    run = verify_handler.VerifyRun(VerifyJob(str(ref), str(cand), options=VerifyOptions()), ctx)
+    run = verify_run.VerifyRun(VerifyJob(str(ref), str(cand), options=VerifyOptions()), ctx)
     run.compiled_reference(model, [torch.zeros(3, 4)])  # another shape: compiled anew
     assert len(compiles) == 4

@@ -18,7 +18,7 @@ from stitch_lsp.pipeline import Candidate  # noqa: E402
 from stitch_lsp.settings import Settings  # noqa: E402
 from stitch_lsp.verdict import VerdictStatus  # noqa: E402
 from stitch_lsp.verify.service import Verifier, VerifyOptions  # noqa: E402
-from stitch_lsp.worker.compare import compare  # noqa: E402
+from stitch_lsp.worker.verify.compare import compare  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "cpu"
 

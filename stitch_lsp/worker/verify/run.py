@@ -38,10 +38,10 @@ from stitch_lsp.verdict import (
 )
 from stitch_lsp.contract import memory_plan as mp
 from stitch_lsp.contract.verify import VerifyJob, VerifyOptions
-from stitch_lsp.worker import accuracy as acc
+from stitch_lsp.worker.verify import accuracy as acc
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.basic_handlers import describe_device
-from stitch_lsp.worker.compare import (compare, count_finite, fingerprint, peak_abs, same_fingerprint, tensors,
+from stitch_lsp.worker.verify.compare import (compare, count_finite, fingerprint, peak_abs, same_fingerprint, tensors,
                                       tolerance, values_only)
 from stitch_lsp.worker.guards import ForbiddenTorchOp, guarded_call
 from stitch_lsp.worker.memory_phases import PhaseMemory, make_plan

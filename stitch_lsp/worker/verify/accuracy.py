@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 
 from stitch_lsp.verdict import LESS_ACCURATE_RATIO, Accuracy
-from stitch_lsp.worker.compare import ErrorStats, error_vs, tensors
+from stitch_lsp.worker.verify.compare import ErrorStats, error_vs, tensors
 
 
 def _to_float64(values: list[Any]) -> list[Any]:
