@@ -134,15 +134,9 @@ def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float 
     another layout). NaN and ±Inf must still sit where eager has them.
     """
     label = f"{where}: " if where else ""
-    if not isinstance(out, torch.Tensor):
-        return Comparison(False, detail=f"{label}expected {describe(ref)}, got {describe(out)}")
-    if tuple(out.shape) != tuple(ref.shape):
-        return Comparison(False, detail=f"{label}wrong shape {tuple(out.shape)}, reference {tuple(ref.shape)}")
-    if out.dtype != ref.dtype:
-        return Comparison(False, detail=f"{label}wrong dtype {str(out.dtype).replace('torch.', '')}, "
-                                        f"reference {str(ref.dtype).replace('torch.', '')}")
-    if out.device.type != ref.device.type:
-        return Comparison(False, detail=f"{label}output on {out.device}, reference on {ref.device}")
+    wrong = _wrong_kind(ref, out, label)
+    if wrong is not None:
+        return wrong
     if ref.numel() == 0:
         return Comparison(True, 0.0, 0.0)
     r_flat, o_flat = _flat(ref), _flat(out)
@@ -155,96 +149,161 @@ def compare_tensor(ref: torch.Tensor, out: Any, rtol: float | None, atol: float 
     x_flat = None
     if ref64 is not None and ref.is_floating_point() and tuple(ref64.shape) == tuple(ref.shape):
         x_flat = _flat(ref64)
+    judge = _Judge(r_flat, o_flat, x_flat, r_tol, a_tol, eager_multiple)
+    tally = _Tally.on(ref.device)
+    for a, b in _slices(r_flat.numel(), chunk):
+        tally.add(judge.slice(a, b), a_tol, undefined_where_not_finite)
+    misplaced = int(tally.nan_bad) + int(tally.inf_bad)
+    total = misplaced + int(tally.bad)
+    whole = ""
+    if x_flat is not None and int(tally.bad) and not misplaced and eager_multiple > 0:
+        whole = _as_a_whole(tally, ref.numel(), a_tol, eager_multiple)
+        if whole:
+            total = 0
+    parts = _problems(tally, judge, ref, chunk, undefined_where_not_finite)
+    rel_value = float(tally.max_rel)
+    if whole:
+        parts = [whole]
+    return Comparison(total == 0, float(tally.max_abs), rel_value if math.isfinite(rel_value) else None, total,
+                      label + "; ".join(parts), misplaced=misplaced,
+                      eager_max_abs=float(tally.eager_max) if x_flat is not None else None, as_a_whole=label + whole,
+                      left_out=int(tally.left), numel=ref.numel())
 
-    def judged(a: int, b: int) -> tuple[torch.Tensor, ...]:
+
+def _wrong_kind(ref: torch.Tensor, out: Any, label: str) -> Comparison | None:
+    """A failed comparison when ``out`` is no tensor of the reference's shape, dtype and device type."""
+    if not isinstance(out, torch.Tensor):
+        return Comparison(False, detail=f"{label}expected {describe(ref)}, got {describe(out)}")
+    if tuple(out.shape) != tuple(ref.shape):
+        return Comparison(False, detail=f"{label}wrong shape {tuple(out.shape)}, reference {tuple(ref.shape)}")
+    if out.dtype != ref.dtype:
+        return Comparison(False, detail=f"{label}wrong dtype {str(out.dtype).replace('torch.', '')}, "
+                                        f"reference {str(ref.dtype).replace('torch.', '')}")
+    if out.device.type != ref.device.type:
+        return Comparison(False, detail=f"{label}output on {out.device}, reference on {ref.device}")
+    return None
+
+
+@dataclass
+class _Judge:
+    """The flattened outputs and the bound each value is held to."""
+
+    r_flat: torch.Tensor
+    o_flat: torch.Tensor
+    x_flat: torch.Tensor | None  # the float64 run of the reference, where one was given
+    r_tol: float
+    a_tol: float  # already scaled by the reference's RMS
+    eager_multiple: float
+
+    def slice(self, a: int, b: int) -> tuple[torch.Tensor, ...]:
         """The slice's values, what each is judged against, |error|, and which are over their bound."""
-        r, o = _wide(r_flat[a:b]), _wide(o_flat[a:b])
+        r, o = _wide(self.r_flat[a:b]), _wide(self.o_flat[a:b])
         finite = torch.isfinite(r) & torch.isfinite(o)
         target, allowance, eager_err = r, 0.0, None
-        if x_flat is not None:
-            x = x_flat[a:b].double()
+        if self.x_flat is not None:
+            x = self.x_flat[a:b].double()
             exact = torch.isfinite(x)  # elsewhere (float64 overflowed, say) eager's value stands
             target = torch.where(exact, x, r)
             eager_err = torch.where(exact & finite, (r - x).abs(), 0.0)
-            allowance = eager_multiple * eager_err
+            allowance = self.eager_multiple * eager_err
         diff = torch.where(finite, (o - target).abs(), 0.0)
-        over = (diff > a_tol + r_tol * target.abs() + allowance) & finite
+        over = (diff > self.a_tol + self.r_tol * target.abs() + allowance) & finite
         return r, o, target, diff, over, finite, eager_err
 
-    dev = ref.device
-    nan_bad = torch.zeros((), dtype=torch.int64, device=dev)
-    inf_bad = torch.zeros((), dtype=torch.int64, device=dev)
-    bad = torch.zeros((), dtype=torch.int64, device=dev)
-    max_abs = torch.zeros((), dtype=torch.float64, device=dev)
-    max_rel = torch.zeros((), dtype=torch.float64, device=dev)
-    eager_max = torch.zeros((), dtype=torch.float64, device=dev)
-    cand_sum = torch.zeros((), dtype=torch.float64, device=dev)
-    eager_sum = torch.zeros((), dtype=torch.float64, device=dev)
-    left = torch.zeros((), dtype=torch.int64, device=dev)
-    per_slice = []  # values over the tolerance in each slice, to find the first one afterwards
-    for a, b in _slices(r_flat.numel(), chunk):
-        r, o, target, diff, over, finite, eager_err = judged(a, b)
+
+@dataclass
+class _Tally:
+    """Counts and extremes over the slices so far, kept on the device (read once the slices are done)."""
+
+    nan_bad: torch.Tensor
+    inf_bad: torch.Tensor
+    bad: torch.Tensor  # finite values over their bound
+    max_abs: torch.Tensor
+    max_rel: torch.Tensor
+    eager_max: torch.Tensor
+    cand_sum: torch.Tensor
+    eager_sum: torch.Tensor
+    left: torch.Tensor  # positions left out: the reference is not finite there (undefined_where_not_finite)
+    per_slice: list[torch.Tensor]  # values over the bound in each slice, to find the first one afterwards
+
+    @classmethod
+    def on(cls, dev: torch.device) -> _Tally:
+        def count() -> torch.Tensor:
+            return torch.zeros((), dtype=torch.int64, device=dev)
+
+        def real() -> torch.Tensor:
+            return torch.zeros((), dtype=torch.float64, device=dev)
+
+        return cls(count(), count(), count(), real(), real(), real(), real(), real(), count(), [])
+
+    def add(self, judged: tuple[torch.Tensor, ...], a_tol: float, undefined_where_not_finite: bool) -> None:
+        r, o, target, diff, over, finite, eager_err = judged
         r_nan, o_nan = torch.isnan(r), torch.isnan(o)
         r_inf, o_inf = torch.isinf(r), torch.isinf(o)
         nan_wrong = r_nan != o_nan
         inf_wrong = (r_inf | o_inf) & ~(r_nan | o_nan) & (r != o)
         if undefined_where_not_finite:
             defined = torch.isfinite(r)
-            left += (~defined).sum()
+            self.left += (~defined).sum()
             nan_wrong &= defined
             inf_wrong &= defined
-        nan_bad += nan_wrong.sum()
-        inf_bad += inf_wrong.sum()
+        self.nan_bad += nan_wrong.sum()
+        self.inf_bad += inf_wrong.sum()
         n_over = over.sum()
-        bad += n_over
-        per_slice.append(n_over)
-        max_abs = torch.maximum(max_abs, diff.max())
+        self.bad += n_over
+        self.per_slice.append(n_over)
+        self.max_abs = torch.maximum(self.max_abs, diff.max())
         rel = torch.where(finite, diff / target.abs().clamp_min(a_tol if a_tol > 0 else 1e-30), 0.0)
-        max_rel = torch.maximum(max_rel, rel.max())
+        self.max_rel = torch.maximum(self.max_rel, rel.max())
         if eager_err is not None:
-            eager_max = torch.maximum(eager_max, eager_err.max())
-            cand_sum += diff.sum()
-            eager_sum += eager_err.sum()
-    misplaced = int(nan_bad) + int(inf_bad)
-    total = misplaced + int(bad)
-    whole = ""
-    if x_flat is not None and int(bad) and not misplaced and eager_multiple > 0:
-        n = max(1, r_flat.numel())
-        c_max, e_max = float(max_abs), float(eager_max)
-        c_mean, e_mean = float(cand_sum) / n, float(eager_sum) / n
-        if c_max <= a_tol + eager_multiple * e_max and c_mean <= eager_multiple * e_mean:
-            whole = (f"{int(bad)} of {ref.numel()} values off the float64 result by more than the tolerance + "
-                     f"{eager_multiple:g}x eager's error at that value, but as a whole as accurate as eager: largest "
-                     f"|error| {c_max:.3g} (eager {e_max:.3g}), mean {c_mean:.3g} (eager {e_mean:.3g})")
-            total = 0
+            self.eager_max = torch.maximum(self.eager_max, eager_err.max())
+            self.cand_sum += diff.sum()
+            self.eager_sum += eager_err.sum()
+
+
+def _as_a_whole(tally: _Tally, numel: int, a_tol: float, eager_multiple: float) -> str:
+    """Why a candidate with values over their bound against float64 still passes (see ``compare_tensor``),
+    or "" when it does not."""
+    n = max(1, numel)
+    c_max, e_max = float(tally.max_abs), float(tally.eager_max)
+    c_mean, e_mean = float(tally.cand_sum) / n, float(tally.eager_sum) / n
+    if c_max <= a_tol + eager_multiple * e_max and c_mean <= eager_multiple * e_mean:
+        return (f"{int(tally.bad)} of {numel} values off the float64 result by more than the tolerance + "
+                f"{eager_multiple:g}x eager's error at that value, but as a whole as accurate as eager: largest "
+                f"|error| {c_max:.3g} (eager {e_max:.3g}), mean {c_mean:.3g} (eager {e_mean:.3g})")
+    return ""
+
+
+def _problems(tally: _Tally, judge: _Judge, ref: torch.Tensor, chunk: int, undefined_where_not_finite: bool
+              ) -> list[str]:
+    """What is wrong, in words: misplaced NaN and ±Inf, then the values over their bound with the first of them."""
     parts = []
-    if int(nan_bad):
+    if int(tally.nan_bad):
         where_ = " (the reference is finite there)" if undefined_where_not_finite else ""
-        parts.append(f"NaN in {int(nan_bad)} places where the reference differs{where_}")
-    if int(inf_bad):
-        parts.append(f"±Inf wrong in {int(inf_bad)} places")
-    if int(bad):
-        first = int(torch.nonzero(torch.stack(per_slice))[0])
-        a = first * chunk
-        _, _, target, _, over, _, eager_err = judged(a, min(r_flat.numel(), a + chunk))
-        i = int(torch.nonzero(over)[0])
-        k = a + i
-        idx = tuple(int(j) for j in _unravel(k, tuple(ref.shape)))
-        bound = f"atol={a_tol:.2g}+rtol={r_tol:.2g}·|ref|"
-        if eager_err is None:
-            parts.append(f"{int(bad)} of {ref.numel()} values off by more than {bound} "
-                         f"(first at {idx}: {_scalar(o_flat[k]):.6g} vs {_scalar(r_flat[k]):.6g})")
-        else:
-            parts.append(f"{int(bad)} of {ref.numel()} values off the float64 result by more than {bound}"
-                         f"+{eager_multiple:g}x eager's error there (first at {idx}: {_scalar(o_flat[k]):.6g} vs "
-                         f"{float(target[i]):.9g}, eager {_scalar(r_flat[k]):.6g})")
-    rel_value = float(max_rel)
-    if whole:
-        parts = [whole]
-    return Comparison(total == 0, float(max_abs), rel_value if math.isfinite(rel_value) else None, total,
-                      label + "; ".join(parts), misplaced=misplaced,
-                      eager_max_abs=float(eager_max) if x_flat is not None else None, as_a_whole=label + whole,
-                      left_out=int(left), numel=ref.numel())
+        parts.append(f"NaN in {int(tally.nan_bad)} places where the reference differs{where_}")
+    if int(tally.inf_bad):
+        parts.append(f"±Inf wrong in {int(tally.inf_bad)} places")
+    if int(tally.bad):
+        parts.append(_first_over(tally, judge, ref, chunk))
+    return parts
+
+
+def _first_over(tally: _Tally, judge: _Judge, ref: torch.Tensor, chunk: int) -> str:
+    """How many values are over their bound, and the first of them (its slice judged again to find it)."""
+    r_flat, o_flat = judge.r_flat, judge.o_flat
+    first = int(torch.nonzero(torch.stack(tally.per_slice))[0])
+    a = first * chunk
+    _, _, target, _, over, _, eager_err = judge.slice(a, min(r_flat.numel(), a + chunk))
+    i = int(torch.nonzero(over)[0])
+    k = a + i
+    idx = tuple(int(j) for j in _unravel(k, tuple(ref.shape)))
+    bound = f"atol={judge.a_tol:.2g}+rtol={judge.r_tol:.2g}·|ref|"
+    if eager_err is None:
+        return (f"{int(tally.bad)} of {ref.numel()} values off by more than {bound} "
+                f"(first at {idx}: {_scalar(o_flat[k]):.6g} vs {_scalar(r_flat[k]):.6g})")
+    return (f"{int(tally.bad)} of {ref.numel()} values off the float64 result by more than {bound}"
+            f"+{judge.eager_multiple:g}x eager's error there (first at {idx}: {_scalar(o_flat[k]):.6g} vs "
+            f"{float(target[i]):.9g}, eager {_scalar(r_flat[k]):.6g})")
 
 
 def _scalar(x: torch.Tensor) -> float:
