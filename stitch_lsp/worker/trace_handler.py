@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import types
 from typing import Any
 
@@ -21,167 +20,6 @@ from stitch_lsp.serde import from_dict
 
 def _dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
-
-
-def _decompositions() -> dict:
-    """aten's core decompositions plus ours for the normalisations and softmaxes.
-
-    Ours spell each op as pointwise work and last-dimension reductions in float32,
-    the form the template Coder fuses; aten's own versions of these are either kept
-    whole by the core table or go through prims that are harder to lower.
-    """
-    import torch
-    from torch._decomp import core_aten_decompositions
-
-    aten = torch.ops.aten
-    table = dict(core_aten_decompositions())
-
-    def acc(x):
-        return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-
-    def softmax(x, dim, half_to_float):
-        xf = acc(x)
-        e = torch.exp(xf - torch.amax(xf, dim, keepdim=True))
-        out = e / torch.sum(e, dim, keepdim=True)
-        return out if half_to_float else out.to(x.dtype)
-
-    def log_softmax(x, dim, half_to_float):
-        xf = acc(x)
-        shifted = xf - torch.amax(xf, dim, keepdim=True)
-        out = shifted - torch.log(torch.sum(torch.exp(shifted), dim, keepdim=True))
-        return out if half_to_float else out.to(x.dtype)
-
-    def layer_norm(x, normalized_shape, weight, bias, eps):
-        dims = list(range(x.dim() - len(normalized_shape), x.dim()))
-        xf = acc(x)
-        mean = torch.mean(xf, dims, keepdim=True)
-        centered = xf - mean
-        rstd = torch.rsqrt(torch.mean(centered * centered, dims, keepdim=True) + eps)
-        out = centered * rstd
-        if weight is not None:
-            out = out * weight
-        if bias is not None:
-            out = out + bias
-        return out.to(x.dtype), mean, rstd
-
-    def group_norm(x, weight, bias, n, c, hxw, groups, eps):
-        xf = acc(x).reshape(n, groups, (c // groups) * hxw)
-        mean = torch.mean(xf, [2], keepdim=True)
-        centered = xf - mean
-        rstd = torch.rsqrt(torch.mean(centered * centered, [2], keepdim=True) + eps)
-        out = (centered * rstd).reshape(n, c, hxw)
-        if weight is not None:
-            out = out * weight.reshape(1, c, 1)
-        if bias is not None:
-            out = out + bias.reshape(1, c, 1)
-        return out.reshape(x.shape).to(x.dtype), mean.reshape(n, groups), rstd.reshape(n, groups)
-
-    def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
-        # Per-channel scale and shift with the running statistics: pointwise work a GEMM epilogue can take.
-        shape = [1, -1] + [1] * (x.dim() - 2)
-        xf = acc(x)
-        out = (xf - running_mean.reshape(shape)) * torch.rsqrt(running_var.reshape(shape) + eps)
-        if weight is not None:
-            out = out * weight.reshape(shape)
-        if bias is not None:
-            out = out + bias.reshape(shape)
-        empty = x.new_empty((0,), dtype=xf.dtype)
-        return out.to(x.dtype), empty, empty
-
-    def var_mean(x, dims=None, *, correction=None, keepdim=False):
-        dims = list(range(x.dim())) if dims is None else list(dims)
-        mean = torch.mean(x, dims, keepdim=True)
-        centered = x - mean
-        count = math.prod(x.shape[d] for d in dims)
-        corr = 1 if correction is None else correction
-        var = torch.sum(centered * centered, dims, keepdim=keepdim) / max(count - corr, 0)
-        return var, (mean if keepdim else mean.squeeze(dims))
-
-    def var(x, dims=None, *, correction=None, keepdim=False):
-        return var_mean(x, dims, correction=correction, keepdim=keepdim)[0]
-
-    def split_with_sizes(x, sizes, dim=0):
-        out, start = [], 0
-        for size in sizes:
-            out.append(torch.ops.aten.slice.Tensor(x, dim, start, start + size))
-            start += size
-        return out
-
-    def split(x, size, dim=0):
-        total = x.shape[dim]
-        sizes = [min(size, total - s) for s in range(0, total, size)]
-        return split_with_sizes(x, sizes, dim)
-
-    def batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
-        # Statistics over every dimension but the channels (1), the normalised output, and (training with
-        # running statistics) their update in place, which functionalisation turns into copies at the end.
-        dims = [0] + list(range(2, x.dim()))
-        shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
-        xf = acc(x)
-        if training or running_mean is None:
-            mean = torch.mean(xf, dims, keepdim=True)
-            centered = xf - mean
-            var = torch.mean(centered * centered, dims, keepdim=True)
-            rstd = torch.rsqrt(var + eps)
-            if training and running_mean is not None:
-                n = xf.numel() // xf.shape[1]
-                running_mean.copy_(running_mean * (1 - momentum) + mean.reshape(-1) * momentum)
-                running_var.copy_(running_var * (1 - momentum) + var.reshape(-1) * (momentum * n / max(n - 1, 1)))
-        else:
-            mean = running_mean.reshape(shape)
-            centered = xf - mean
-            rstd = torch.rsqrt(running_var.reshape(shape) + eps)
-        out = centered * rstd
-        if weight is not None:
-            out = out * weight.reshape(shape)
-        if bias is not None:
-            out = out + bias.reshape(shape)
-        return out.to(x.dtype), mean.reshape(-1), rstd.reshape(-1)
-
-    def batch_norm_legit(x, weight, bias, running_mean, running_var, training, momentum, eps):
-        return batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)
-
-    def batch_norm_no_stats(x, weight, bias, training, momentum, eps):
-        return batch_norm(x, weight, bias, None, None, True, momentum, eps)
-
-    def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
-        xf = x.to(dtype) if dtype is not None else x
-        dims = list(range(xf.dim())) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
-        if ord == 2:
-            return torch.sqrt(torch.sum(xf * xf, dims, keepdim=keepdim))
-        if ord == 1:
-            return torch.sum(torch.abs(xf), dims, keepdim=keepdim)
-        if ord == float("inf"):
-            return torch.amax(torch.abs(xf), dims, keepdim=keepdim)
-        if ord == float("-inf"):
-            return torch.amin(torch.abs(xf), dims, keepdim=keepdim)
-        if ord == 0:
-            return torch.sum((xf != 0).to(xf.dtype), dims, keepdim=keepdim)
-        return torch.pow(torch.sum(torch.pow(torch.abs(xf), ord), dims, keepdim=keepdim), 1.0 / ord)
-
-    def extreme_dim(value, position):
-        # max / min over a dim as the value and its first position: two reductions the Coder fuses in one pass.
-        return lambda x, dim, keepdim=False: (value(x, [dim], keepdim), position(x, dim, keepdim))
-
-    table[aten._native_batch_norm_legit.default] = batch_norm_legit
-    table[aten._native_batch_norm_legit.no_stats] = batch_norm_no_stats
-    table[aten.native_batch_norm.default] = batch_norm
-    table[aten.linalg_vector_norm.default] = vector_norm
-    table[aten.max.dim] = extreme_dim(torch.amax, torch.argmax)
-    table[aten.min.dim] = extreme_dim(torch.amin, torch.argmin)
-    # Kept whole: PyTorch's own kernel draws the random numbers, so the candidate's match eager's.
-    for kept in (aten.native_dropout.default, aten.dropout.default):
-        table.pop(kept, None)
-    table[aten.split_with_sizes.default] = split_with_sizes
-    table[aten.split.Tensor] = split
-    table[aten._softmax.default] = softmax
-    table[aten._log_softmax.default] = log_softmax
-    table[aten.native_layer_norm.default] = layer_norm
-    table[aten.native_group_norm.default] = group_norm
-    table[aten.var_mean.correction] = var_mean
-    table[aten.var.correction] = var
-    table[aten._native_batch_norm_legit_no_training.default] = batch_norm_inference
-    return table
 
 
 def _hint(d: Any) -> int:
@@ -316,23 +154,62 @@ def trace_task(task_source: str, init: tuple[tuple, dict] | None = None,
         return _trace(task_source, init, inputs)
 
 
+class _Refused(Exception):
+    """The task cannot be traced; the message says why (the reply's)."""
+
+
 def _trace(task_source: str, init: tuple[tuple, dict] | None,
            specs: list[tuple[list[int], str]] | None) -> TraceReply:
     import torch
-    from torch.fx.experimental.proxy_tensor import make_fx
-    from torch.func import functional_call, functionalize
-    from torch.utils import _pytree as pytree
 
+    try:
+        module = _load_task(task_source)
+        model, inputs, init_args, init_kwargs = _build_task(module, init, specs)
+        scalars = _scalar_inputs(model, inputs, task_source)
+        tensor_positions = [i for i in range(len(inputs)) if i not in scalars]
+        params = dict(model.named_parameters())
+        buffers = dict(model.named_buffers())
+        gm, symbolic = _graph_module(model, inputs, scalars, params, buffers, tensor_positions, task_source)
+    except _Refused as refused:
+        return TraceReply(ok=False, message=str(refused))
+
+    # Values nothing reads (the reserve buffer of a batch norm's eager path, say); copies into inputs stay.
+    gm.graph.eliminate_dead_code()
+    graph = OpGraph(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32), torch_version=torch.__version__,
+                    symbolic=symbolic)
+    _add_inputs(graph, gm, params, list(params) + list(buffers), tensor_positions)
+    graph.scalars = [ScalarInput(i, v) for i, v in sorted(scalars.items())]
+    from stitch_lsp.worker.model_facts.buffer_values import buffer_triangles
+
+    triangles = buffer_triangles(lambda: module.Model(*init_args, **init_kwargs), model)
+    for gi in graph.inputs:
+        if gi.role == "buffer" and gi.path in triangles:
+            gi.triangle = triangles[gi.path]
+    _add_nodes(graph, gm, model, inputs)
+    specs = [(tuple(int(d) for d in x.shape), _dtype_name(x.dtype)) for x in inputs if isinstance(x, torch.Tensor)]
+    return TraceReply(ok=True, graph=graph, input_specs=specs)
+
+
+def _load_task(task_source: str) -> types.ModuleType:
+    """The task's source run as a module of its own, which must define the KernelBench names."""
     namespace: dict[str, Any] = {"__name__": "stitch_task"}
     module = types.ModuleType("stitch_task")
     module.__dict__.update(namespace)
     try:
         exec(compile(task_source, "<task>", "exec"), module.__dict__)
     except Exception as exc:
-        return TraceReply(ok=False, message=f"the task does not import: {type(exc).__name__}: {exc}")
+        raise _Refused(f"the task does not import: {type(exc).__name__}: {exc}")
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if name not in module.__dict__:
-            return TraceReply(ok=False, message=f"the task has no {name}")
+            raise _Refused(f"the task has no {name}")
+    return module
+
+
+def _build_task(module: Any, init: tuple[tuple, dict] | None,
+                specs: list[tuple[list[int], str]] | None) -> tuple[Any, list[Any], Any, Any]:
+    """The model (in inference mode) and forward's inputs on the meta device, and the constructor's arguments."""
+    import torch
+
     try:
         with torch.device("meta"):
             args, kwargs = init if init is not None else (module.get_init_inputs(), {})
@@ -345,12 +222,20 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
                 shaped = iter([torch.empty(shape, dtype=getattr(torch, dtype)) for shape, dtype in specs])
                 inputs = [x if isinstance(x, (bool, int, float)) else next(shaped, x) for x in inputs]
     except Exception as exc:
-        return TraceReply(ok=False, message=f"building the task's model failed: {type(exc).__name__}: {exc}")
-    from stitch_lsp.worker.model_facts.module_state import plain_trace_error, state_problem
+        raise _Refused(f"building the task's model failed: {type(exc).__name__}: {exc}")
+    return model, inputs, args, kwargs
+
+
+def _scalar_inputs(model: Any, inputs: list[Any], task_source: str) -> dict[int, Any]:
+    """The number inputs by position, once the model's state is known to be traceable; any input neither a
+    tensor nor a number refuses the task."""
+    import torch
+
+    from stitch_lsp.worker.model_facts.module_state import state_problem
 
     problem = state_problem(model, task_source)
     if problem:
-        return TraceReply(ok=False, message=problem)
+        raise _Refused(problem)
     scalars: dict[int, Any] = {}
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
@@ -358,11 +243,21 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
         if isinstance(x, (bool, int, float)):
             scalars[i] = x  # traced as the constant it is; the binding checks each call passes the same
             continue
-        return TraceReply(ok=False, message=f"input {i} is a {type(x).__name__}, not a tensor or a number: "
-                                            "only tensor and number inputs are fused")
-    tensor_positions = [i for i in range(len(inputs)) if i not in scalars]
-    params = dict(model.named_parameters())
-    buffers = dict(model.named_buffers())
+        raise _Refused(f"input {i} is a {type(x).__name__}, not a tensor or a number: "
+                       "only tensor and number inputs are fused")
+    return scalars
+
+
+def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params: dict, buffers: dict,
+                  tensor_positions: list[int], task_source: str) -> tuple[Any, bool]:
+    """forward, functionalised and traced to aten with symbolic sizes (fake ones where that fails), and
+    whether the sizes are symbolic."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.func import functional_call, functionalize
+
+    from stitch_lsp.worker.decompositions import decomposition_table
+    from stitch_lsp.worker.model_facts.module_state import plain_trace_error, state_problem
+
     names = list(params) + list(buffers)
     n_state = len(names)
 
@@ -377,20 +272,21 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
     symbolic = True
     try:
         with _as_on_cuda():
-            gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="symbolic")(*flat)
+            gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode="symbolic")(*flat)
     except Exception:
         symbolic = False
         try:
             with _as_on_cuda():
-                gm = make_fx(functionalize(run), decomposition_table=_decompositions(), tracing_mode="fake")(*flat)
+                gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode="fake")(*flat)
         except Exception as exc:
             why = state_problem(model, task_source, reads=True) or plain_trace_error(exc)
-            return TraceReply(ok=False, message=f"tracing Model.forward failed: {why}")
+            raise _Refused(f"tracing Model.forward failed: {why}")
+    return gm, symbolic
 
-    # Values nothing reads (the reserve buffer of a batch norm's eager path, say); copies into inputs stay.
-    gm.graph.eliminate_dead_code()
-    graph = OpGraph(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32), torch_version=torch.__version__,
-                    symbolic=symbolic)
+
+def _add_inputs(graph: OpGraph, gm: Any, params: dict, names: list[str], tensor_positions: list[int]) -> None:
+    """The graph's placeholders in order: parameters, buffers, then forward's tensor inputs."""
+    n_state = len(names)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(placeholders):
         val = node.meta.get("val")
@@ -403,53 +299,60 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
             graph.inputs.append(GraphInput(node.name, "buffer", names[i], 0, shape, dtype, exprs))
         else:
             graph.inputs.append(GraphInput(node.name, "input", "", tensor_positions[i - n_state], shape, dtype, exprs))
-    graph.scalars = [ScalarInput(i, v) for i, v in sorted(scalars.items())]
-    from stitch_lsp.worker.model_facts.buffer_values import buffer_triangles
 
-    init_args, init_kwargs = args, kwargs  # the constructor's arguments (``args`` is reused below)
-    triangles = buffer_triangles(lambda: module.Model(*init_args, **init_kwargs), model)
-    for gi in graph.inputs:
-        if gi.role == "buffer" and gi.path in triangles:
-            gi.triangle = triangles[gi.path]
+
+def _add_nodes(graph: OpGraph, gm: Any, model: Any, inputs: list[Any]) -> None:
+    """One OpNode per aten call (size arithmetic left out), and the outputs."""
+    import torch
+    from torch.utils import _pytree as pytree
+
     attention: dict[str, bool] = {}
     for node in gm.graph.nodes:
         if node.op == "call_function":
-            val = node.meta.get("val")
-            if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float)):
-                continue  # size arithmetic: its uses carry the expression instead
-            target = node.target
-            op = str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
-            exprs: list[str] = []
-            if isinstance(val, torch.Tensor):
-                shape, dtype = tuple(_hint(d) for d in val.shape), _dtype_name(val.dtype)
-                exprs = [_expr(d) for d in val.shape]
-            else:
-                shape, dtype = (), "tuple" if isinstance(val, (tuple, list)) else "scalar"
-            args, kwargs = list(node.args), dict(node.kwargs)
-            if op == _EFFICIENT_ATTENTION:
-                # Back to the op forward called (see _as_on_cuda); its output is the tuple's first part.
-                args = args + [None, False, 0.0, False][len(args) - 3:]  # the defaults tracing left out
-                op, args, kwargs = _SDPA, [args[0], args[1], args[2], args[3], args[5], args[6]], \
-                    {"scale": kwargs.get("scale")}
-                out = val[0]
-                shape, dtype, exprs = tuple(_hint(d) for d in out.shape), _dtype_name(out.dtype), [_expr(d) for d in out.shape]
-                attention[node.name] = True
-            elif op == "getitem" and attention.get(getattr(node.args[0], "name", "")) and node.args[1] == 0:
-                op, args, kwargs = "aten.alias.default", [node.args[0]], {}
-            graph.nodes.append(OpNode(
-                name=node.name, op=op,
-                args_json=json.dumps(_encode(args)),
-                kwargs_json=json.dumps({k: _encode(v) for k, v in kwargs.items()}),
-                shape=shape, dtype=dtype, shape_expr=exprs,
-            ))
+            op_node = _op_node(node, attention)
+            if op_node is not None:
+                graph.nodes.append(op_node)
         elif node.op == "output":
             result = node.args[0]
             flat, _ = pytree.tree_flatten(result)
             graph.outputs = [n.name if isinstance(n, torch.fx.Node) else "" for n in flat]
             graph.output_is_tuple = isinstance(result, (tuple, list)) and not (
                 isinstance(result, (tuple, list)) and len(result) == 1 and not _returns_sequence(model, inputs))
-    specs = [(tuple(int(d) for d in x.shape), _dtype_name(x.dtype)) for x in inputs if isinstance(x, torch.Tensor)]
-    return TraceReply(ok=True, graph=graph, input_specs=specs)
+
+
+def _op_node(node: Any, attention: dict[str, bool]) -> OpNode | None:
+    """The call as an OpNode, or None for size arithmetic (its uses carry the expression instead).
+    ``attention``: the efficient-attention nodes seen so far, whose first output is the attention's."""
+    import torch
+
+    val = node.meta.get("val")
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float)):
+        return None
+    target = node.target
+    op = str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+    exprs: list[str] = []
+    if isinstance(val, torch.Tensor):
+        shape, dtype = tuple(_hint(d) for d in val.shape), _dtype_name(val.dtype)
+        exprs = [_expr(d) for d in val.shape]
+    else:
+        shape, dtype = (), "tuple" if isinstance(val, (tuple, list)) else "scalar"
+    args, kwargs = list(node.args), dict(node.kwargs)
+    if op == _EFFICIENT_ATTENTION:
+        # Back to the op forward called (see _as_on_cuda); its output is the tuple's first part.
+        args = args + [None, False, 0.0, False][len(args) - 3:]  # the defaults tracing left out
+        op, args, kwargs = _SDPA, [args[0], args[1], args[2], args[3], args[5], args[6]], \
+            {"scale": kwargs.get("scale")}
+        out = val[0]
+        shape, dtype, exprs = tuple(_hint(d) for d in out.shape), _dtype_name(out.dtype), [_expr(d) for d in out.shape]
+        attention[node.name] = True
+    elif op == "getitem" and attention.get(getattr(node.args[0], "name", "")) and node.args[1] == 0:
+        op, args, kwargs = "aten.alias.default", [node.args[0]], {}
+    return OpNode(
+        name=node.name, op=op,
+        args_json=json.dumps(_encode(args)),
+        kwargs_json=json.dumps({k: _encode(v) for k, v in kwargs.items()}),
+        shape=shape, dtype=dtype, shape_expr=exprs,
+    )
 
 
 def _returns_sequence(model: Any, inputs: list) -> bool:
