@@ -114,8 +114,6 @@ def untuned_gemms(candidate: Candidate) -> int:
     return sum(1 for note in candidate.notes if note.startswith("stitch_gemm_") and "(measured here)" not in note)
 
 
-
-
 def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifier: Any = None,
               cancel: CancelToken | None = None, report: Reporter = no_report,
               workdir: Path | None = None, device: DeviceInfo | None = None,
@@ -162,14 +160,8 @@ def fuse_task(task: Task, settings: Settings, *, coder: str = "template", verifi
     if verifier is None:
         outcome.message = f"Generated {candidate.fused_what()} in {outdir}; not verified"
         return outcome
-    cancel.raise_if_cancelled()
-    if refined is not None and refined.verdict is not None:
-        verdict = refined.verdict  # verified, with the rubric, inside the loop
-    else:
-        verdict = judge(task, candidate, plan, verifier, cancel, report)
-    outcome.verdict = verdict
-    (outdir / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
-    if refined is None:  # the LLM / auto Coder's loop chose its candidate itself
+    verdict = _verdict(outcome, plan, refined, verifier, cancel, report)
+    if refined is None:  # a Coder with a loop of its own (LLM, auto) chose among its candidates already
         gemm = run_fallbacks(outcome, graph, device, gemm, settings, verifier, cancel, report, verify_library_only)
         candidate, verdict = outcome.candidate, outcome.verdict
 
@@ -259,6 +251,19 @@ def _code(outcome: FuseOutcome, plan: Plan, coder: str, settings: Settings, gemm
         outcome.verdict = refined.verdict if refined is not None else None
         return None
     return candidate, refined
+
+
+def _verdict(outcome: FuseOutcome, plan: Plan, refined: Any, verifier: Any, cancel: CancelToken,
+             report: Reporter) -> Verdict:
+    """The candidate's verdict, kept beside it (``verdict.json``): the Coder's own loop's when it judged it."""
+    cancel.raise_if_cancelled()
+    if refined is not None and refined.verdict is not None:
+        verdict = refined.verdict  # verified, with the rubric, inside the loop
+    else:
+        verdict = judge(outcome.task, outcome.candidate, plan, verifier, cancel, report)
+    outcome.verdict = verdict
+    (Path(outcome.task_dir) / "verdict.json").write_text(to_json(verdict, indent=1), encoding="utf-8")
+    return verdict
 
 
 def _nothing_to_fuse(candidate: Candidate, verify_library_only: bool) -> str:
