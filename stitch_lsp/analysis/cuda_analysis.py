@@ -40,7 +40,8 @@ from stitch_lsp.analysis import budget
 from stitch_lsp.analysis import rules as rule_registry
 from stitch_lsp.analysis.cuda_consts import Constants
 from stitch_lsp.analysis.cuda_declarations import function_header, kernel_info
-from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS, build_facts
+from stitch_lsp.analysis.cuda_facts import BLOCK_BARRIERS, WARP_BARRIERS
+from stitch_lsp.analysis.cuda_facts_build import build_facts
 from stitch_lsp.analysis.cuda_flow import function_flow
 from stitch_lsp.analysis.cuda_grammar import new_parser
 from stitch_lsp.analysis.cuda_edits import Edit, common_prefix, common_suffix, line_end, point_at

@@ -78,45 +78,59 @@ def run_tasks(
     """
     if not workers:
         raise ValueError("no workers to run the tasks on")
-    pending: queue.Queue[BenchTask] = queue.Queue()
-    for task in tasks:
-        pending.put(task)
-    outcome = Outcome()
-    lock = threading.Lock()
-    # Workers wait for an empty queue to refill while tasks run elsewhere: a lost task comes back.
-    changed = threading.Condition(lock)
-    in_flight = [0]
-    drained = CancelToken()  # set once no task is queued or running: a worker still reviving can stop
-    deadline = clock() + budget_s if budget_s is not None else None
+    run = _Run(tasks, listener, cancel, budget_s, clock)
+    threads = [threading.Thread(target=run.serve, args=(w,), name=f"bench-{w.slot}", daemon=True) for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        _wait_for(threads, listener, run.lock)
+    except KeyboardInterrupt:
+        cancel.cancel("interrupted")
+        for thread in threads:
+            thread.join(30)
+    finally:
+        for worker in workers:
+            try:
+                worker.close()
+            except Exception:
+                pass
+    return run.outcome_of(tasks)
 
-    def take() -> BenchTask | None:
-        with changed:
-            while not cancel.cancelled:
-                if deadline is not None and clock() >= deadline:
-                    outcome.stopped_by_budget = True
-                    return None
-                try:
-                    task = pending.get_nowait()
-                except queue.Empty:
-                    if in_flight[0] == 0:
-                        return None
-                    changed.wait(0.2)
-                    continue
-                in_flight[0] += 1
-                return task
-        return None
 
-    def done_with(task: BenchTask, *, requeue: bool = False) -> None:  # called with the lock held
-        if requeue:
-            pending.put(task)
-        in_flight[0] -= 1
-        changed.notify_all()
-        if in_flight[0] == 0 and pending.empty():
-            drained.cancel("no task left")
+def _wait_for(threads: list[threading.Thread], listener: Listener, lock: threading.Lock) -> None:
+    """Wait in short joins, so that Ctrl-C lands in this thread, ticking the listener meanwhile."""
+    tick = getattr(listener, "tick", None)
+    while any(t.is_alive() for t in threads):
+        for thread in threads:
+            thread.join(0.1)
+        if tick is not None:
+            with lock:
+                tick()
 
-    def loop(worker: Worker) -> None:
+
+class _Run:
+    """What the worker threads share: the queue, the tasks in flight and the outcome. ``lock`` guards them
+    all, and every listener call is made with it held."""
+
+    def __init__(self, tasks: Sequence[BenchTask], listener: Listener, cancel: CancelToken,
+                 budget_s: float | None, clock: Callable[[], float]) -> None:
+        self.pending: queue.Queue[BenchTask] = queue.Queue()
+        for task in tasks:
+            self.pending.put(task)
+        self.listener, self.cancel, self.clock = listener, cancel, clock
+        self.outcome = Outcome()
+        self.lock = threading.Lock()
+        # Workers wait for an empty queue to refill while tasks run elsewhere: a lost task comes back.
+        self.changed = threading.Condition(self.lock)
+        self.in_flight = 0
+        self.drained = CancelToken()  # set once no task is queued or running: a worker still reviving can stop
+        self.deadline = clock() + budget_s if budget_s is not None else None
+
+    def serve(self, worker: Worker) -> None:
+        """One worker's thread: run tasks from the queue until none is left, or the worker breaks."""
+        listener, lock, cancel = self.listener, self.lock, self.cancel
         while not cancel.cancelled:
-            task = take()
+            task = self.take()
             if task is None:
                 return
             with lock:
@@ -129,87 +143,98 @@ def run_tasks(
             try:
                 result, detail = worker.run(task, cancel, progress)
             except WorkerLost as exc:
-                if not lost(worker, task, exc):
+                if not self.lost(worker, task, exc):
                     return
                 continue
             except Exception as exc:  # the worker itself broke: stop using it, keep the task
                 with lock:
-                    outcome.errors.append(f"worker {worker.slot}: {type(exc).__name__}: {exc}")
-                    done_with(task, requeue=True)
+                    self.outcome.errors.append(f"worker {worker.slot}: {type(exc).__name__}: {exc}")
+                    self.done_with(task, requeue=True)
                 return
             if result.status == INTERRUPTED or cancel.cancelled:
                 with lock:
-                    outcome.not_run.append(task.name)
-                    done_with(task)
+                    self.outcome.not_run.append(task.name)
+                    self.done_with(task)
                 return
-            finish(worker, task, result, detail)
+            self.finish(worker, task, result, detail)
 
-    def finish(worker: Worker, task: BenchTask, result: TaskResult, detail: TaskDetail | None) -> None:
-        with lock:
-            result.retried = list(outcome.retried.get(task.name, []))
-            outcome.finished.append(task.name)
-            listener.finished(worker.slot, task, result, detail)
-            done_with(task)
+    def take(self) -> BenchTask | None:
+        with self.changed:
+            while not self.cancel.cancelled:
+                if self.deadline is not None and self.clock() >= self.deadline:
+                    self.outcome.stopped_by_budget = True
+                    return None
+                try:
+                    task = self.pending.get_nowait()
+                except queue.Empty:
+                    if self.in_flight == 0:
+                        return None
+                    self.changed.wait(0.2)
+                    continue
+                self.in_flight += 1
+                return task
+        return None
 
-    def lost(worker: Worker, task: BenchTask, exc: Exception) -> bool:
+    def done_with(self, task: BenchTask, *, requeue: bool = False) -> None:  # called with the lock held
+        if requeue:
+            self.pending.put(task)
+        self.in_flight -= 1
+        self.changed.notify_all()
+        if self.in_flight == 0 and self.pending.empty():
+            self.drained.cancel("no task left")
+
+    def finish(self, worker: Worker, task: BenchTask, result: TaskResult, detail: TaskDetail | None) -> None:
+        with self.lock:
+            result.retried = list(self.outcome.retried.get(task.name, []))
+            self.outcome.finished.append(task.name)
+            self.listener.finished(worker.slot, task, result, detail)
+            self.done_with(task)
+
+    def lost(self, worker: Worker, task: BenchTask, exc: Exception) -> bool:
         """The task goes back in the queue (or ends, lost too often); True when the worker goes on."""
-        with lock:
-            if cancel.cancelled:
-                outcome.not_run.append(task.name)
-                done_with(task)
+        with self.lock:
+            if self.cancel.cancelled:
+                self.outcome.not_run.append(task.name)
+                self.done_with(task)
                 return False
-            history = outcome.retried.setdefault(task.name, [])
+            history = self.outcome.retried.setdefault(task.name, [])
             history.append(f"gpu {worker.slot}: {exc}")
             again = len(history) < MAX_ATTEMPTS
             if again:
-                getattr(listener, "lost", lambda *_: None)(worker.slot, task, str(exc))
-                done_with(task, requeue=True)
+                getattr(self.listener, "lost", lambda *_: None)(worker.slot, task, str(exc))
+                self.done_with(task, requeue=True)
         if not again:  # recorded, never queued again
-            finish(worker, task, failed_result(task, SHARD_CRASHED, f"its worker was lost {MAX_ATTEMPTS} times: "
-                                               f"{exc}", coder="", gpu=worker.slot), None)
+            self.finish(worker, task, failed_result(task, SHARD_CRASHED, f"its worker was lost {MAX_ATTEMPTS} times: "
+                                                    f"{exc}", coder="", gpu=worker.slot), None)
+        return self.revived(worker, exc)
+
+    def revived(self, worker: Worker, exc: Exception) -> bool:
+        """Ask a lost worker to replace what was lost; True when it is ready for the next task."""
         revive = getattr(worker, "revive", None)
         stop = CancelToken()  # whichever comes first: Ctrl-C, or nothing left to run
-        cancel.on_cancel(stop.cancel)
-        drained.on_cancel(stop.cancel)
+        self.cancel.on_cancel(stop.cancel)
+        self.drained.on_cancel(stop.cancel)
         try:
             if revive is not None and revive(stop):
                 return True
             why = str(exc)
         except Exception as revive_exc:
             why = f"{exc}; no replacement: {revive_exc}"
-        if drained.cancelled and not cancel.cancelled:
+        if self.drained.cancelled and not self.cancel.cancelled:
             return False  # the others finished the run meanwhile: nothing lost that matters
-        with lock:
-            outcome.errors.append(f"worker {worker.slot} lost: {why}")
+        with self.lock:
+            self.outcome.errors.append(f"worker {worker.slot} lost: {why}")
         return False
 
-    threads = [threading.Thread(target=loop, args=(w,), name=f"bench-{w.slot}", daemon=True) for w in workers]
-    for thread in threads:
-        thread.start()
-    tick = getattr(listener, "tick", None)
-    try:
-        while any(t.is_alive() for t in threads):
-            for thread in threads:
-                thread.join(0.1)
-            if tick is not None:
-                with lock:
-                    tick()
-    except KeyboardInterrupt:
-        cancel.cancel("interrupted")
-        for thread in threads:
-            thread.join(30)
-    finally:
-        for worker in workers:
+    def outcome_of(self, tasks: Sequence[BenchTask]) -> Outcome:
+        """The outcome once every thread has stopped: what is still queued was not run, in the tasks' order."""
+        outcome = self.outcome
+        outcome.interrupted = self.cancel.cancelled
+        while True:
             try:
-                worker.close()
-            except Exception:
-                pass
-    outcome.interrupted = cancel.cancelled
-    while True:
-        try:
-            outcome.not_run.append(pending.get_nowait().name)
-        except queue.Empty:
-            break
-    order = {t.name: i for i, t in enumerate(tasks)}
-    outcome.not_run.sort(key=lambda name: order.get(name, 0))
-    return outcome
+                outcome.not_run.append(self.pending.get_nowait().name)
+            except queue.Empty:
+                break
+        order = {t.name: i for i, t in enumerate(tasks)}
+        outcome.not_run.sort(key=lambda name: order.get(name, 0))
+        return outcome

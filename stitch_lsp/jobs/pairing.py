@@ -27,7 +27,8 @@ or by ``[[tool.stitch.pair]]`` tables in ``pyproject.toml`` (``kernel =
   (for kernels that need several launches); it receives the compiled kernel.
 
 Everything here is static (no imports, no execution): it is safe in an
-untrusted workspace. Problems come back as Findings at the comment.
+untrusted workspace. Problems come back as Findings at the comment. The comment's
+grammar is ``pairing_comment``'s; what a reference file holds, ``pairing_reference``'s.
 """
 
 from __future__ import annotations
@@ -37,22 +38,21 @@ import bisect
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from attrs import define, field, frozen
 
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
+from stitch_lsp.jobs.pairing_comment import (
+    KEYS, SOURCE, Directive, close_key, dangling_directives, directives_above, split_directives,
+)
+from stitch_lsp.jobs.pairing_reference import ReferenceInfo, inspect_reference, resolve_reference
 
-SOURCE = "stitch"
-KEYS = ("reference", "grid", "block", "shared", "out", "args", "binding")
 LAUNCH_KEYS = ("grid", "block", "shared", "out", "args")
 OUTPUT_NAMES = ("out", "output", "y", "dst", "result", "res", "o")
 SIZE_NAMES = ("n", "numel", "size", "count", "total", "num_elements", "n_elements", "len", "length")
 # Names a launch expression may use besides forward's parameters.
 HELPER_NAMES = {"out", "block", "cdiv", "torch", "math", "self", "len", "min", "max", "int", "abs", "round"}
-
-_DIRECTIVE = re.compile(r"^(\s*)//\s*stitch:(.*)$")
-_KEY = re.compile(r"([A-Za-z_][\w-]*)=(?!=)")
 
 
 class ParamLike(Protocol):
@@ -68,28 +68,6 @@ class KernelLike(Protocol):
     range: Range
     name_range: Range
     params: Sequence[ParamLike]
-
-
-@frozen
-class Directive:
-    """One ``key=value`` of a ``// stitch:`` comment, with where its parts are."""
-
-    key: str
-    value: str
-    line: int
-    key_range: Range
-    value_range: Range
-
-
-@frozen
-class ReferenceInfo:
-    """What is known statically about a reference file."""
-
-    path: str
-    source: str
-    forward_params: tuple[str, ...]
-    has_get_inputs: bool
-    has_get_init_inputs: bool
 
 
 @frozen
@@ -127,179 +105,6 @@ class PairingResult:
     broken: dict[str, str] = field(factory=dict)
 
 
-# -- comment parsing -------------------------------------------------------------------------
-
-def split_directives(text: str, line: int, offset: int) -> list[Directive]:
-    """``key=value`` pairs of one comment's text (after ``stitch:``); values may hold spaces
-    and commas; a key starts only outside brackets. Bare words (``ignore STX001``) are
-    other tools' and are skipped."""
-    starts: list[tuple[int, int, str]] = []  # (key start, value start, key)
-    depth = 0
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth = max(0, depth - 1)
-        elif depth == 0 and (i == 0 or text[i - 1].isspace() or text[i - 1] == ","):
-            m = _KEY.match(text, i)
-            if m:
-                starts.append((i, m.end(), m.group(1)))
-                i = m.end()
-                continue
-        i += 1
-    out: list[Directive] = []
-    for n, (k0, v0, key) in enumerate(starts):
-        end = starts[n + 1][0] if n + 1 < len(starts) else len(text)
-        raw = text[v0:end]
-        value = raw.strip().rstrip(",").strip()
-        lead = len(raw) - len(raw.lstrip())
-        vstart = offset + v0 + lead
-        out.append(
-            Directive(
-                key=key,
-                value=value,
-                line=line,
-                key_range=Range.of(line, offset + k0, line, offset + k0 + len(key)),
-                value_range=Range.of(line, vstart, line, vstart + len(value)),
-            )
-        )
-    return out
-
-
-def directives_above(lines: Sequence[str], kernel_line: int) -> list[Directive]:
-    """The ``// stitch:`` directives in the comment block directly above ``kernel_line``
-    (comment and blank lines; the first code line ends the block)."""
-    found: list[Directive] = []
-    i = kernel_line - 1
-    while i >= 0:
-        stripped = lines[i].strip()
-        if not stripped:
-            i -= 1
-            continue
-        if not stripped.startswith("//"):
-            # ``template <...>`` / ``extern "C"`` belong to the kernel's declaration.
-            if stripped.startswith(("template", 'extern "C"')) and not found:
-                i -= 1
-                continue
-            break
-        m = _DIRECTIVE.match(lines[i].rstrip("\r\n"))
-        if m:
-            body_offset = m.start(2)
-            directives = split_directives(m.group(2), i, body_offset)
-            found = directives + found
-        i -= 1
-    return found
-
-
-def dangling_directives(lines: Sequence[str], kernel_lines: Iterable[int], marks: Sequence[int] | None = None) -> list[Finding]:
-    """Pairing comments that sit above no kernel (a typo in ``__global__``, a moved kernel).
-    ``marks``: the lines that mention ``stitch:`` (all lines when not given)."""
-    claimed: set[int] = set()
-    for kl in kernel_lines:
-        for d in directives_above(lines, kl):
-            claimed.add(d.line)
-    findings: list[Finding] = []
-    for i in marks if marks is not None else range(len(lines)):
-        line = lines[i]
-        m = _DIRECTIVE.match(line.rstrip("\r\n"))
-        if not m or i in claimed:
-            continue
-        directives = split_directives(m.group(2), i, m.start(2))
-        if any(_close_key(d.key) for d in directives):
-            findings.append(
-                Finding(
-                    path="",
-                    range=Range.of(i, len(m.group(1)), i, len(line.rstrip("\r\n"))),
-                    severity=Severity.WARNING,
-                    code="STITCH-PAIR",
-                    message="this `// stitch:` pairing comment is not directly above a `__global__` kernel, so it pairs nothing",
-                    source=SOURCE,
-                )
-            )
-    return findings
-
-
-def _close_key(key: str) -> str | None:
-    if key in KEYS:
-        return key
-    close = difflib.get_close_matches(key.lower(), KEYS, n=1, cutoff=0.7)
-    return close[0] if close else None
-
-
-# -- references ------------------------------------------------------------------------------
-
-_REFERENCES: dict[str, tuple[tuple[int, int], ReferenceInfo | str]] = {}
-
-
-def inspect_reference(path: Path) -> ReferenceInfo | str:
-    """Static facts about a reference file, or why it cannot be one (memoised by mtime and size:
-    pairing runs on every analysis of the ``.cu`` file)."""
-    try:
-        st = path.stat()
-        stamp = (st.st_mtime_ns, st.st_size)
-    except OSError:
-        stamp = None
-    key = str(path)
-    if stamp is not None:
-        hit = _REFERENCES.get(key)
-        if hit is not None and hit[0] == stamp:
-            return hit[1]
-    info = _inspect_reference(path)
-    if stamp is not None:
-        if len(_REFERENCES) > 256:
-            _REFERENCES.clear()
-        _REFERENCES[key] = (stamp, info)
-    return info
-
-
-def _inspect_reference(path: Path) -> ReferenceInfo | str:
-    try:
-        source = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return f"reference `{path}` does not exist"
-    except IsADirectoryError:
-        return f"reference `{path}` is a folder, not a Python file"
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"reference `{path}` cannot be read: {exc}"
-    try:
-        tree = ast.parse(source, filename=str(path))
-    except SyntaxError as exc:
-        return f"reference `{path.name}` does not parse: line {exc.lineno}: {exc.msg}"
-    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
-    if model is None:
-        return f"reference `{path.name}` defines no `class Model` (KernelBench format: Model, get_inputs, get_init_inputs)"
-    forward = next(
-        (n for n in model.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "forward"), None
-    )
-    if forward is None:
-        return f"`Model` in `{path.name}` has no `forward` method"
-    args = forward.args
-    params = [a.arg for a in args.posonlyargs + args.args][1:]
-    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    if "get_inputs" not in functions:
-        return f"reference `{path.name}` has no `get_inputs()`: Stitch needs it to make test inputs"
-    return ReferenceInfo(
-        path=str(path),
-        source=source,
-        forward_params=tuple(params),
-        has_get_inputs=True,
-        has_get_init_inputs="get_init_inputs" in functions,
-    )
-
-
-def resolve_reference(value: str, cu_path: Path, root: Path | None) -> Path:
-    candidate = Path(value).expanduser()
-    if candidate.is_absolute():
-        return candidate
-    here = cu_path.parent / candidate
-    if here.exists() or root is None:
-        return here
-    at_root = root / candidate
-    return at_root if at_root.exists() else here
-
-
 # -- kernel parameters -----------------------------------------------------------------------
 
 _CTYPES = [
@@ -335,6 +140,21 @@ class _Spec:
     origin: str
 
 
+@define
+class _Report:
+    """Findings for one ``.cu`` file, and the kernels that could not be paired."""
+
+    path: str
+    result: PairingResult
+
+    def finding(self, rng: Range, message: str, severity: Severity = Severity.ERROR, fix: Fix | None = None) -> None:
+        self.result.findings.append(Finding(path=self.path, range=rng, severity=severity, code="STITCH-PAIR",
+                                            message=message, source=SOURCE, fix=fix))
+
+    def broken(self, kernel: str, why: str) -> None:
+        self.result.broken[kernel] = why
+
+
 def pair_kernels(
     path: Path,
     lines: Sequence[str],
@@ -345,136 +165,161 @@ def pair_kernels(
 ) -> PairingResult:
     """Pair the kernels of one ``.cu`` file. ``kernels``: the analysis' ``__global__`` kernels."""
     result = PairingResult()
-    path_str = str(path)
-
-    def finding(rng: Range, message: str, severity: Severity = Severity.ERROR, fix: Fix | None = None) -> Finding:
-        return Finding(path=path_str, range=rng, severity=severity, code="STITCH-PAIR", message=message, source=SOURCE, fix=fix)
-
     # Most files have no pairing at all: find the lines that could hold one first (cheap),
     # and look above a kernel only when such a line precedes it.
     marks = [i for i, line in enumerate(lines) if "stitch:" in line]
     if not marks and not pyproject_pairs:
         return result
-    starts = sorted((k.range.start.line, n) for n, k in enumerate(kernels))
-    lines_only = [line for line, _ in starts]
-    picked = {starts[j][1] for j in (bisect.bisect_right(lines_only, m) for m in marks) if j < len(starts)}
-    near = [kernels[n] for n in sorted(picked)]
+    report = _Report(str(path), result)
+    near = _kernels_below(marks, kernels)
     for dangling in dangling_directives(lines, [k.range.start.line for k in near], marks):
-        result.findings.append(finding(dangling.range, dangling.message, Severity.WARNING))
+        report.finding(dangling.range, dangling.message, Severity.WARNING)
 
     specs: dict[str, _Spec] = {}
     for kernel in near:
-        directives = directives_above(lines, kernel.range.start.line)
-        if not directives:
-            continue
-        values: dict[str, str] = {}
-        ranges: dict[str, Range] = {}
-        mine = False
-        unknown: list[Directive] = []
-        for d in directives:
-            if d.key in KEYS:
-                mine = True
-                if d.key in values:
-                    result.findings.append(finding(d.key_range, f"`{d.key}` is given twice; the last one counts", Severity.WARNING))
-                values[d.key] = d.value
-                ranges[d.key] = d.value_range
-            else:
-                unknown.append(d)
-        for d in unknown:
-            close = _close_key(d.key)
-            if close is None and not mine:
-                continue  # another tool's directive
-            if close is not None:
-                fix = Fix(title=f"Change `{d.key}` to `{close}`", edits=(TextEdit(d.key_range, close),))
-                result.findings.append(finding(d.key_range, f"unknown pairing key `{d.key}`; did you mean `{close}`?", fix=fix))
-            else:
-                result.findings.append(finding(d.key_range, f"unknown pairing key `{d.key}`; known keys: {', '.join(KEYS)}"))
-            mine = True
-            result.broken[kernel.name] = f"the pairing comment has an unknown key `{d.key}`"
-        if not mine or kernel.name in result.broken:
-            continue
-        first = directives[0]
-        anchor = Range(Position(first.line, 0), Position(directives[-1].line, directives[-1].value_range.end.character))
-        if "reference" not in values:
-            msg = "pairing comment without `reference=path/to/ref.py`: nothing to check this kernel against"
-            result.findings.append(finding(anchor, msg))
-            result.broken[kernel.name] = msg
-            continue
-        specs[kernel.name] = _Spec(values, ranges, anchor, "comment")
-
+        spec = _comment_spec(kernel, directives_above(lines, kernel.range.start.line), report)
+        if spec is not None:
+            specs[kernel.name] = spec
     by_name = {k.name: k for k in kernels}
     for entry in pyproject_pairs:
-        kernel_ref = str(getattr(entry, "kernel", "") or "")
-        file_part, _, name = kernel_ref.rpartition(":")
-        if not name or not file_part:
-            continue
-        target = Path(file_part)
-        if not target.is_absolute() and root is not None:
-            target = root / target
-        try:
-            same = target.resolve() == path.resolve()
-        except OSError:
-            same = False
-        if not same:
-            continue
-        if name not in by_name:
-            close = difflib.get_close_matches(name, list(by_name), n=1)
-            hint = f"; did you mean `{close[0]}`?" if close else ""
-            result.findings.append(
-                finding(Range.of(0, 0, 0, 0), f"pyproject.toml pairs kernel `{name}`, which this file does not define{hint}", Severity.WARNING)
-            )
-            continue
-        if name in specs:
-            continue  # the comment above the kernel wins over pyproject
-        values = {"reference": str(getattr(entry, "reference", "") or "")}
-        if getattr(entry, "binding", ""):
-            values["binding"] = str(entry.binding)
-        launch = str(getattr(entry, "launch", "") or "")
-        anchor = by_name[name].name_range
-        ranges: dict[str, Range] = {}
-        if launch:
-            directives = split_directives(launch, anchor.start.line, 0)
-            for d in directives:
-                if d.key not in LAUNCH_KEYS:
-                    close = _close_key(d.key)
-                    hint = f"; did you mean `{close}`?" if close else ""
-                    result.findings.append(finding(anchor, f"pyproject.toml launch for `{name}`: unknown key `{d.key}`{hint}"))
-                    continue
-                values[d.key] = d.value
-                ranges[d.key] = anchor
-        specs[name] = _Spec(values, ranges, anchor, "pyproject")
+        _add_pyproject_spec(entry, path, root, by_name, specs, report)
 
     for name, spec in specs.items():
-        kernel = by_name[name]
-        pairing, problems = _build(path, kernel, spec, root)
+        pairing, problems = _build(path, by_name[name], spec, root)
         for rng, msg in problems:
-            result.findings.append(finding(rng, msg))
+            report.finding(rng, msg)
         if pairing is None:
-            result.broken[name] = problems[0][1] if problems else "pairing failed"
+            report.broken(name, problems[0][1] if problems else "pairing failed")
         else:
             result.pairs.append(pairing)
     return result
 
 
-def _build(path: Path, kernel: KernelLike, spec: _Spec, root: Path | None) -> tuple[Pairing | None, list[tuple[Range, str]]]:
-    values, ranges = spec.values, spec.ranges
-    problems: list[tuple[Range, str]] = []
-    where = lambda key: ranges.get(key, spec.anchor)  # noqa: E731
+def _kernels_below(marks: Sequence[int], kernels: Sequence[KernelLike]) -> list[KernelLike]:
+    """The kernels that are the first to start after one of the ``marks`` lines, in the given order."""
+    starts = sorted((k.range.start.line, n) for n, k in enumerate(kernels))
+    lines_only = [line for line, _ in starts]
+    picked = {starts[j][1] for j in (bisect.bisect_right(lines_only, m) for m in marks) if j < len(starts)}
+    return [kernels[n] for n in sorted(picked)]
 
+
+# -- a kernel's keys, from its comment or from pyproject.toml --------------------------------
+
+def _comment_spec(kernel: KernelLike, directives: list[Directive], report: _Report) -> _Spec | None:
+    """The pairing keys of the comment above ``kernel``. None when there is none, it is another tool's,
+    or it has a problem (reported)."""
+    if not directives:
+        return None
+    values, ranges, unknown = _known_keys(directives, report)
+    mine = _unknown_keys(kernel, unknown, bool(values), report)
+    if not mine or kernel.name in report.result.broken:
+        return None
+    first = directives[0]
+    anchor = Range(Position(first.line, 0), Position(directives[-1].line, directives[-1].value_range.end.character))
+    if "reference" not in values:
+        msg = "pairing comment without `reference=path/to/ref.py`: nothing to check this kernel against"
+        report.finding(anchor, msg)
+        report.broken(kernel.name, msg)
+        return None
+    return _Spec(values, ranges, anchor, "comment")
+
+
+def _known_keys(directives: list[Directive], report: _Report) -> tuple[dict[str, str], dict[str, Range], list[Directive]]:
+    """The pairing keys' values and value ranges (the last of a repeated key counts), and the other keys."""
+    values: dict[str, str] = {}
+    ranges: dict[str, Range] = {}
+    unknown: list[Directive] = []
+    for d in directives:
+        if d.key in KEYS:
+            if d.key in values:
+                report.finding(d.key_range, f"`{d.key}` is given twice; the last one counts", Severity.WARNING)
+            values[d.key] = d.value
+            ranges[d.key] = d.value_range
+        else:
+            unknown.append(d)
+    return values, ranges, unknown
+
+
+def _unknown_keys(kernel: KernelLike, unknown: list[Directive], mine: bool, report: _Report) -> bool:
+    """Report the keys that look like misspelt pairing keys (all of them, once the comment is ours);
+    True when the comment is a pairing comment."""
+    for d in unknown:
+        close = close_key(d.key)
+        if close is None and not mine:
+            continue  # another tool's directive
+        if close is not None:
+            fix = Fix(title=f"Change `{d.key}` to `{close}`", edits=(TextEdit(d.key_range, close),))
+            report.finding(d.key_range, f"unknown pairing key `{d.key}`; did you mean `{close}`?", fix=fix)
+        else:
+            report.finding(d.key_range, f"unknown pairing key `{d.key}`; known keys: {', '.join(KEYS)}")
+        mine = True
+        report.broken(kernel.name, f"the pairing comment has an unknown key `{d.key}`")
+    return mine
+
+
+def _add_pyproject_spec(entry: Any, path: Path, root: Path | None, by_name: dict[str, KernelLike],
+                        specs: dict[str, _Spec], report: _Report) -> None:
+    """A ``[[tool.stitch.pair]]`` table naming a kernel of this file, unless a comment already pairs it."""
+    kernel_ref = str(getattr(entry, "kernel", "") or "")
+    file_part, _, name = kernel_ref.rpartition(":")
+    if not name or not file_part or not _same_file(file_part, path, root):
+        return
+    if name not in by_name:
+        close = difflib.get_close_matches(name, list(by_name), n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        report.finding(Range.of(0, 0, 0, 0),
+                       f"pyproject.toml pairs kernel `{name}`, which this file does not define{hint}", Severity.WARNING)
+        return
+    if name in specs:
+        return  # the comment above the kernel wins over pyproject
+    values = {"reference": str(getattr(entry, "reference", "") or "")}
+    if getattr(entry, "binding", ""):
+        values["binding"] = str(entry.binding)
+    anchor = by_name[name].name_range
+    ranges: dict[str, Range] = {}
+    launch = str(getattr(entry, "launch", "") or "")
+    if launch:
+        for d in split_directives(launch, anchor.start.line, 0):
+            if d.key not in LAUNCH_KEYS:
+                close = close_key(d.key)
+                hint = f"; did you mean `{close}`?" if close else ""
+                report.finding(anchor, f"pyproject.toml launch for `{name}`: unknown key `{d.key}`{hint}")
+                continue
+            values[d.key] = d.value
+            ranges[d.key] = anchor
+    specs[name] = _Spec(values, ranges, anchor, "pyproject")
+
+
+def _same_file(file_part: str, path: Path, root: Path | None) -> bool:
+    target = Path(file_part)
+    if not target.is_absolute() and root is not None:
+        target = root / target
+    try:
+        return target.resolve() == path.resolve()
+    except OSError:
+        return False
+
+
+# -- a kernel's keys checked into a Pairing --------------------------------------------------
+
+Problems = list[tuple[Range, str]]
+
+
+def _where(spec: _Spec, key: str) -> Range:
+    return spec.ranges.get(key, spec.anchor)
+
+
+def _build(path: Path, kernel: KernelLike, spec: _Spec, root: Path | None) -> tuple[Pairing | None, Problems]:
+    values = spec.values
     if getattr(kernel, "is_template", False):
         return None, [(kernel.name_range, f"`{kernel.name}` is a template: pair a non-template wrapper kernel (or an explicit instantiation behind `extern \"C\"`) instead")]
 
     ref_path = resolve_reference(values["reference"], path, root)
     info = inspect_reference(ref_path)
     if isinstance(info, str):
-        return None, [(where("reference"), info)]
+        return None, [(_where(spec, "reference"), info)]
 
-    params: list[KernelParam] = []
-    for p in kernel.params:
-        ctype = param_ctype(p)
-        if ctype is None:
-            problems.append((kernel.name_range, f"parameter `{p.name}` of `{kernel.name}` has type `{p.type_text}`, which Stitch cannot pass from Python (pointers, integers, float, double, bool)"))
-        params.append(KernelParam(p.name, ctype or "?", p.type_text))
+    params, problems = _kernel_params(kernel)
     if problems:
         return None, problems
 
@@ -488,22 +333,52 @@ def _build(path: Path, kernel: KernelLike, spec: _Spec, root: Path | None) -> tu
         origin=spec.origin,
     )
     if "binding" in values:
-        bpath = resolve_reference(values["binding"], path, root)
-        try:
-            source = bpath.read_text(encoding="utf-8")
-            ast.parse(source)
-        except (OSError, UnicodeDecodeError) as exc:
-            return None, [(where("binding"), f"binding `{values['binding']}` cannot be read: {exc}")]
-        except SyntaxError as exc:
-            return None, [(where("binding"), f"binding `{bpath.name}` does not parse: line {exc.lineno}: {exc.msg}")]
-        if "ModelNew" not in source:
-            return None, [(where("binding"), f"binding `{bpath.name}` defines no `ModelNew`")]
-        pairing.binding_path, pairing.binding_source = str(bpath), source
+        problem = _attach_binding(pairing, values["binding"], path, root)
+        if problem is not None:
+            return None, [(_where(spec, "binding"), problem)]
         return pairing, []
 
     inputs = list(info.forward_params)
     if not inputs:
-        return None, [(where("reference"), f"`Model.forward` in `{Path(info.path).name}` takes no inputs")]
+        return None, [(_where(spec, "reference"), f"`Model.forward` in `{Path(info.path).name}` takes no inputs")]
+    problems = _set_launch(pairing, kernel, spec, inputs) + _launch_names(spec, inputs)
+    if problems:
+        return None, problems
+    return pairing, []
+
+
+def _kernel_params(kernel: KernelLike) -> tuple[list[KernelParam], Problems]:
+    params: list[KernelParam] = []
+    problems: Problems = []
+    for p in kernel.params:
+        ctype = param_ctype(p)
+        if ctype is None:
+            problems.append((kernel.name_range, f"parameter `{p.name}` of `{kernel.name}` has type `{p.type_text}`, which Stitch cannot pass from Python (pointers, integers, float, double, bool)"))
+        params.append(KernelParam(p.name, ctype or "?", p.type_text))
+    return params, problems
+
+
+def _attach_binding(pairing: Pairing, value: str, path: Path, root: Path | None) -> str | None:
+    """Read the ``binding=`` file into ``pairing``; why it cannot be one, or None."""
+    bpath = resolve_reference(value, path, root)
+    try:
+        source = bpath.read_text(encoding="utf-8")
+        ast.parse(source)
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"binding `{value}` cannot be read: {exc}"
+    except SyntaxError as exc:
+        return f"binding `{bpath.name}` does not parse: line {exc.lineno}: {exc.msg}"
+    if "ModelNew" not in source:
+        return f"binding `{bpath.name}` defines no `ModelNew`"
+    pairing.binding_path, pairing.binding_source = str(bpath), source
+    return None
+
+
+def _set_launch(pairing: Pairing, kernel: KernelLike, spec: _Spec, inputs: list[str]) -> Problems:
+    """The launch keys, or their defaults, into ``pairing``; an ``args`` that does not fit the kernel."""
+    values = spec.values
+    params = pairing.params
+    problems: Problems = []
     pairing.block = values.get("block", "256")
     pairing.grid = values.get("grid", "cdiv(out.numel(), block)")
     pairing.shared = values.get("shared", "0")
@@ -513,7 +388,7 @@ def _build(path: Path, kernel: KernelLike, spec: _Spec, root: Path | None) -> tu
         args = split_args(values["args"])
         if len(args) != len(params):
             sig = ", ".join(f"{p.type_text} {p.name}" for p in params)
-            problems.append((where("args"), f"signature mismatch: `{kernel.name}({sig})` takes {len(params)} parameter{'s' * (len(params) != 1)}, `args=` passes {len(args)}"))
+            problems.append((_where(spec, "args"), f"signature mismatch: `{kernel.name}({sig})` takes {len(params)} parameter{'s' * (len(params) != 1)}, `args=` passes {len(args)}"))
         pairing.args = args
     else:
         mapped, why = default_args(params, inputs)
@@ -521,26 +396,29 @@ def _build(path: Path, kernel: KernelLike, spec: _Spec, root: Path | None) -> tu
             problems.append((spec.anchor, why))
         else:
             pairing.args = mapped
+    return problems
 
+
+def _launch_names(spec: _Spec, inputs: list[str]) -> Problems:
+    """Launch expressions that do not parse, or use a name that is neither an input nor a helper."""
+    problems: Problems = []
     known = set(inputs) | HELPER_NAMES
     for key in ("grid", "block", "shared", "out", "args"):
-        text = values.get(key)
+        text = spec.values.get(key)
         if text is None:
             continue
         expr = text if key != "args" else f"({text},)"
         try:
             tree = ast.parse(expr, mode="eval")
         except SyntaxError as exc:
-            problems.append((where(key), f"`{key}=` is not a Python expression: {exc.msg}"))
+            problems.append((_where(spec, key), f"`{key}=` is not a Python expression: {exc.msg}"))
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and node.id not in known:
                 close = difflib.get_close_matches(node.id, sorted(known), n=1)
                 hint = f"; did you mean `{close[0]}`?" if close else ""
-                problems.append((where(key), f"`{key}=` uses `{node.id}`, which is not a parameter of `Model.forward({', '.join(inputs)})`{hint}"))
-    if problems:
-        return None, problems
-    return pairing, []
+                problems.append((_where(spec, key), f"`{key}=` uses `{node.id}`, which is not a parameter of `Model.forward({', '.join(inputs)})`{hint}"))
+    return problems
 
 
 def split_args(text: str) -> list[str]:

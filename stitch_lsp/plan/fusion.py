@@ -386,7 +386,8 @@ def group_numel(group: Group, index: dict[str, OpNode]) -> int:
 def _fused_kind(group: Group, index: dict[str, OpNode], klass: dict[str, str]) -> str:
     kinds = {klass[n] for n in group.nodes}
     if kinds <= {"view"}:
-        return "view"
+        copies = any(index[n].op in op_table.COPYING_VIEW_OPS for n in group.outputs)
+        return "pointwise" if copies else "view"
     if "window" in kinds:
         return "window"
     if "scan" in kinds:

@@ -135,7 +135,7 @@ def _eager_bytes(graph: OpGraph, index: dict[str, OpNode]) -> tuple[int, int]:
     total = kernels = 0
     for node in graph.nodes:
         klass = op_table.classify(node.op, node.dtype)
-        if klass in ("view", "creation") or node.op == "getitem":
+        if (klass in ("view", "creation") and node.op not in op_table.COPYING_VIEW_OPS) or node.op == "getitem":
             continue
         kernels += 1
         total += _bytes(node) + sum(_bytes(index[r]) for r in set(node.refs()))
@@ -249,7 +249,8 @@ def describe(plan: Plan) -> str:
     for i, g in enumerate(plan.groups):
         if g.kind == "view":
             continue
-        ops = ", ".join(op_table.short(o) for o in g.ops if op_table.classify(o, "float32") != "view")
+        ops = ", ".join(op_table.short(o) for o in g.ops
+                        if op_table.classify(o, "float32") != "view" or o in op_table.COPYING_VIEW_OPS)
         lines.append(f"  [{i}] {g.kind:<13} {_fmt_bytes(g.bytes_moved):>10} {g.flops / 1e9:8.3f} GFLOP "
                      f"floor {g.floor_us:8.1f} µs  {ops}")
         if g.note:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from stitch_lsp.findings import Severity
 from stitch_lsp.reports.ratios import cache_note, compile_name, latency_text, measure_note, speed_text
-from stitch_lsp.verdict import Accuracy, MemoryPlan, StreamCheck, TimingStats, Verdict, VerdictStatus
+from stitch_lsp.verdict import (
+    Accuracy, CompileResult, Correctness, HackFlag, KernelProfile, MemoryPlan, Profile, Sanitizer, StreamCheck, Timing,
+    TimingStats, Verdict, VerdictStatus,
+)
 
 GiB = 1 << 30
 _LINE_MAX = 240
@@ -47,18 +50,39 @@ def format_verdict(v: Verdict, candidate_label: str = "candidate") -> str:
         d = v.device
         out.append(f"device: {d.name} (sm {d.compute_capability}, driver {d.driver or '?'}, CUDA {d.cuda}, "
                    f"torch {d.torch})")
-    c = v.compile
-    if c is not None:
-        state = "ok" if c.ok else "FAILED"
-        cached = " (cached)" if c.cached else ""
-        out.append(f"\ncompile: {state} via {c.backend or '?'} in {c.seconds:.2f} s{cached}")
-        for k in c.kernels:
-            out.append(f"  {k.name}: {k.registers} registers, {k.shared_bytes} B shared, {k.stack_bytes} B local/stack, "
-                       f"spills {k.spill_stores}/{k.spill_loads}")
-        for d in c.diagnostics:
-            out.append(f"  {d.path}:{d.range.start.line + 1}: {d.severity.name.lower()}: {d.message}")
-    corr = v.correctness
-    out.append(f"\ncorrectness: {corr.status}" + (f" — {corr.message}" if corr.message else ""))
+    out += compile_lines(v.compile)
+    out += correctness_lines(v.correctness)
+    out += timing_lines(v.timing)
+    out += accuracy_lines(v.accuracy)
+    out += stream_lines(v.streams)
+    out += memory_lines(v.memory)
+    out += profile_lines(v.profile)
+    out += sanitizer_lines(v.sanitizer)
+    out += hack_flag_lines(v.hack_flags)
+    if v.events:
+        out.append("\nevents:")
+        for e in v.events:
+            out.append("  " + e.replace("\n", "\n    "))
+    out.append(f"\n{v.seconds:.2f} s")
+    return "\n".join(out)
+
+
+def compile_lines(c: CompileResult | None) -> list[str]:
+    if c is None:
+        return []
+    state = "ok" if c.ok else "FAILED"
+    cached = " (cached)" if c.cached else ""
+    out = [f"\ncompile: {state} via {c.backend or '?'} in {c.seconds:.2f} s{cached}"]
+    for k in c.kernels:
+        out.append(f"  {k.name}: {k.registers} registers, {k.shared_bytes} B shared, {k.stack_bytes} B local/stack, "
+                   f"spills {k.spill_stores}/{k.spill_loads}")
+    for d in c.diagnostics:
+        out.append(f"  {d.path}:{d.range.start.line + 1}: {d.severity.name.lower()}: {d.message}")
+    return out
+
+
+def correctness_lines(corr: Correctness) -> list[str]:
+    out = [f"\ncorrectness: {corr.status}" + (f" — {corr.message}" if corr.message else "")]
     if corr.dtype:
         out.append(f"  dtype {corr.dtype}, rtol {corr.rtol:g}, atol {corr.atol:g} × max(1, RMS of the reference)")
     for t in corr.trials:
@@ -71,81 +95,96 @@ def format_verdict(v: Verdict, candidate_label: str = "candidate") -> str:
         out.append(f"  [{mark}] {t.name:<28} {t.kind:<12}{err}  {t.detail}")
     for n in corr.not_checked:
         out.append(f"  [not checked] {n}")
-    tm = v.timing
-    out.append(f"\ntiming: {tm.status}" + (f" — {tm.message}" if tm.message else ""))
-    if tm.status == "measured":
-        out.append("  GPU time:")
-        out.append(_stats("eager", tm.eager))
-        out.append(_stats(compile_name(tm.compile_mode), tm.compiled))
-        out.append(_stats("candidate", tm.candidate))
-        if tm.eager_latency is not None:
-            out.append("  call latency (host included):")
-            out.append(_stats("eager", tm.eager_latency))
-            out.append(_stats(compile_name(tm.compile_mode), tm.compiled_latency))
-            out.append(_stats("candidate", tm.candidate_latency))
-        speed = speed_text(tm)
-        if speed:
-            out.append(f"  speedup: {speed} (GPU time)")
-        latency = latency_text(tm)
-        if latency:
-            out.append(f"  by call latency (host included): {latency}")
-        out.append(f"  {measure_note(tm)}")
-        if tm.clocks is not None and tm.clocks.source:
-            sm = "-".join(str(v) for v in sorted(set(tm.clocks.sm_mhz))) or "?"
-            mem = "-".join(str(v) for v in sorted(set(tm.clocks.mem_mhz))) or "?"
-            out.append(f"  clocks ({tm.clocks.source}): SM {sm} MHz, memory {mem} MHz"
-                       + ("; " + "; ".join(tm.clocks.notes) if tm.clocks.notes else ""))
-        elif tm.clocks is not None and tm.clocks.notes:
-            out.append(f"  clocks: {'; '.join(tm.clocks.notes)}")
-        if not tm.host_clock_ok:
-            out.append("  host clock disagrees with the CUDA events: work hidden from the timer")
-        if tm.suspicious:
-            out.append("  over 10x: extra scrutiny ran")
-        if tm.method:
-            out.append(f"  method: {tm.method}")
-    out += accuracy_lines(v.accuracy)
-    out += stream_lines(v.streams)
-    out += memory_lines(v.memory)
-    p = v.profile
-    out.append(f"\nprofile: {p.status}" + (f" — {p.message}" if p.message else ""))
+    return out
+
+
+def timing_lines(tm: Timing) -> list[str]:
+    out = [f"\ntiming: {tm.status}" + (f" — {tm.message}" if tm.message else "")]
+    if tm.status != "measured":
+        return out
+    out.append("  GPU time:")
+    out.append(_stats("eager", tm.eager))
+    out.append(_stats(compile_name(tm.compile_mode), tm.compiled))
+    out.append(_stats("candidate", tm.candidate))
+    if tm.eager_latency is not None:
+        out.append("  call latency (host included):")
+        out.append(_stats("eager", tm.eager_latency))
+        out.append(_stats(compile_name(tm.compile_mode), tm.compiled_latency))
+        out.append(_stats("candidate", tm.candidate_latency))
+    speed = speed_text(tm)
+    if speed:
+        out.append(f"  speedup: {speed} (GPU time)")
+    latency = latency_text(tm)
+    if latency:
+        out.append(f"  by call latency (host included): {latency}")
+    out.append(f"  {measure_note(tm)}")
+    return out + _timing_conditions(tm)
+
+
+def _timing_conditions(tm: Timing) -> list[str]:
+    """What the measurement ran under: clocks, the host clock's agreement, extra scrutiny, the method."""
+    out = []
+    if tm.clocks is not None and tm.clocks.source:
+        sm = "-".join(str(v) for v in sorted(set(tm.clocks.sm_mhz))) or "?"
+        mem = "-".join(str(v) for v in sorted(set(tm.clocks.mem_mhz))) or "?"
+        out.append(f"  clocks ({tm.clocks.source}): SM {sm} MHz, memory {mem} MHz"
+                   + ("; " + "; ".join(tm.clocks.notes) if tm.clocks.notes else ""))
+    elif tm.clocks is not None and tm.clocks.notes:
+        out.append(f"  clocks: {'; '.join(tm.clocks.notes)}")
+    if not tm.host_clock_ok:
+        out.append("  host clock disagrees with the CUDA events: work hidden from the timer")
+    if tm.suspicious:
+        out.append("  over 10x: extra scrutiny ran")
+    if tm.method:
+        out.append(f"  method: {tm.method}")
+    return out
+
+
+def profile_lines(p: Profile) -> list[str]:
+    out = [f"\nprofile: {p.status}" + (f" — {p.message}" if p.message else "")]
     for k in p.kernels:
-        parts = [f"{k.role} {k.name}"]
-        if k.duration_us is not None:
-            parts.append(f"{k.duration_us:.2f} us")
-        if k.dram_throughput_pct is not None:
-            parts.append(f"DRAM {k.dram_throughput_pct:.1f}%")
-        if k.sm_throughput_pct is not None:
-            parts.append(f"SM {k.sm_throughput_pct:.1f}%")
-        if k.achieved_occupancy_pct is not None:
-            parts.append(f"occupancy {k.achieved_occupancy_pct:.1f}%/{k.theoretical_occupancy_pct or 0:.1f}%"
-                         + (f" ({k.occupancy_limiter})" if k.occupancy_limiter else ""))
-        if k.registers is not None:
-            parts.append(f"{k.registers} regs")
-        if k.bound:
-            parts.append(f"{k.bound}-bound")
-        out.append("  " + ", ".join(parts))
+        out.append("  " + ", ".join(_profile_parts(k)))
         for r in k.rules:
             gain = f" (est. {r.estimated_speedup_pct:.0f}% faster)" if r.estimated_speedup_pct else ""
             out.append(f"    {r.rule_type or 'rule'} {r.name}{gain}: {r.message[:300]}")
-    s = v.sanitizer
-    out.append(f"\nsanitizer: {s.status}" + (f" — {s.message}" if s.message else ""))
+    return out
+
+
+def _profile_parts(k: KernelProfile) -> list[str]:
+    parts = [f"{k.role} {k.name}"]
+    if k.duration_us is not None:
+        parts.append(f"{k.duration_us:.2f} us")
+    if k.dram_throughput_pct is not None:
+        parts.append(f"DRAM {k.dram_throughput_pct:.1f}%")
+    if k.sm_throughput_pct is not None:
+        parts.append(f"SM {k.sm_throughput_pct:.1f}%")
+    if k.achieved_occupancy_pct is not None:
+        parts.append(f"occupancy {k.achieved_occupancy_pct:.1f}%/{k.theoretical_occupancy_pct or 0:.1f}%"
+                     + (f" ({k.occupancy_limiter})" if k.occupancy_limiter else ""))
+    if k.registers is not None:
+        parts.append(f"{k.registers} regs")
+    if k.bound:
+        parts.append(f"{k.bound}-bound")
+    return parts
+
+
+def sanitizer_lines(s: Sanitizer) -> list[str]:
+    out = [f"\nsanitizer: {s.status}" + (f" — {s.message}" if s.message else "")]
     for f in s.findings:
         where = f" at {f.file}:{f.line + 1}" if f.line is not None else ""
         out.append(f"  {f.tool}: {f.kind}{where} in {f.kernel or '?'}: {f.message[:200]}")
-    if v.hack_flags:
-        out.append("\nanti-hacking flags:")
-        for h in v.hack_flags:
-            where = f" line {h.line + 1}" if h.line is not None else ""
-            kind = "dynamic" if h.dynamic else "static"
-            out.append(f"  {h.code} ({kind}{where}): {h.message}")
-    else:
-        out.append("\nanti-hacking flags: none")
-    if v.events:
-        out.append("\nevents:")
-        for e in v.events:
-            out.append("  " + e.replace("\n", "\n    "))
-    out.append(f"\n{v.seconds:.2f} s")
-    return "\n".join(out)
+    return out
+
+
+def hack_flag_lines(flags: list[HackFlag]) -> list[str]:
+    if not flags:
+        return ["\nanti-hacking flags: none"]
+    out = ["\nanti-hacking flags:"]
+    for h in flags:
+        where = f" line {h.line + 1}" if h.line is not None else ""
+        kind = "dynamic" if h.dynamic else "static"
+        out.append(f"  {h.code} ({kind}{where}): {h.message}")
+    return out
 
 
 def accuracy_line(a: Accuracy) -> str:
