@@ -161,7 +161,8 @@ def with_precision(task, precision: str, quiet: bool = False):
 
 def _fuse(args: argparse.Namespace, path: Path, source: str, root: Path, settings, prepared, verifier) -> int:
     from stitch_lsp.fuse.edit import apply_text_edits, build_edit, names_for
-    from stitch_lsp.fuse.service import fuse_task, outcome_json
+    from stitch_lsp.fuse.outcome import outcome_json
+    from stitch_lsp.fuse.service import fuse_task
 
     def report(ev: ProgressEvent) -> None:
         if not args.json:

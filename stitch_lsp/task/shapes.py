@@ -316,7 +316,7 @@ def comment_template(region: Region, known: ShapeResult | None = None) -> str:
 def config_fields(region: Region, known: ShapeResult | None, have: set[str]) -> dict[str, object]:
     """Fields of config objects (``config.n_embd``) the re-created ``__init__`` statements read, for
     ``__init__`` arguments no source gives: each with a starting value by what its name says."""
-    from stitch_lsp.task.shape_template import attribute_default
+    from stitch_lsp.task.template_dims import attribute_default
 
     given = set(known.values) if known is not None else set()
     params = [p for p, default in region.init_params if p not in given and default is None]

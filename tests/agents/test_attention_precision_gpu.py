@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.fuse.service import MASKED_NAN, fuse_task
+from stitch_lsp.fuse.fallbacks import MASKED_NAN
+from stitch_lsp.fuse.service import fuse_task
 from stitch_lsp.pipeline import Task
 from stitch_lsp.task.precision import cast_source
 from stitch_lsp.settings import Settings

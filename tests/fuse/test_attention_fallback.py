@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from stitch_lsp.fuse import service as fuse_service
-from stitch_lsp.fuse.service import MASKED_NAN, attention_fallback_reason, fuse_task
+from stitch_lsp.fuse.fallbacks import MASKED_NAN, attention_fallback_reason
+from stitch_lsp.fuse.service import fuse_task
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import CompileResult, Correctness, Trial, Verdict, VerdictStatus

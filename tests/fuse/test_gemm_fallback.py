@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from stitch_lsp.fuse import service as fuse_service
-from stitch_lsp.fuse.service import fuse_task, uses_gemm_family
+from stitch_lsp.fuse.fallbacks import uses_gemm_family
+from stitch_lsp.fuse.service import fuse_task
 from stitch_lsp.benchsuite import runner
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.pipeline import Task

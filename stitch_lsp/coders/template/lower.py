@@ -82,8 +82,29 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
     a convolution with a pointwise tail may run in channels-last (None: ``STITCH_CONV_LAYOUT``, default on);
     ``attention``: whether hand-written attention is taken as one ``scaled_dot_product_attention`` call
     (False: its GEMMs, mask and softmax are lowered as written, as when the fused call failed the Verifier)."""
+    program, index = _grouped(graph, gemm or default_options(), channels_last, attention)
+    layouts = program.conv_layouts
+    reads_channels_last = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
+    pending = list(program.groups)
+    while pending:
+        group = pending.pop(0)
+        if group.kind in KERNEL_WRITERS and not group.outputs:
+            continue  # computes nothing anyone reads
+        if group.kind in KERNEL_WRITERS:
+            _lower_kernels(program, group, index, pending, reads_channels_last, sm)
+        elif group.kind == "update":
+            # A buffer the module updates in place (BatchNorm's running statistics): a copy, by design.
+            program.steps.append(Step(group.index, list(group.nodes), why="updates a buffer in place"))
+        else:
+            _lower_calls(program, group, index)
+    return program
+
+
+def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
+             attention: bool) -> tuple[LoweredProgram, dict]:
+    """The program before any step: the graph with attention, GEMMs and their epilogues and convolution biases
+    folded as the options say, split into groups, with each convolution's layout; and the graph's index."""
     source = graph
-    gemm = gemm or default_options()
     graph = simplify(graph)
     taken = []
     if attention:
@@ -97,88 +118,87 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
                              library_fusions=folded, pattern_calls=[m.describe() for m in taken],
                              source_graph=source, gemm_mode=gemm.mode,
                              conv_layout="nchw" if channels_last is False else "", attention=attention)
-    layouts = conv_layouts(graph, groups, index, channels_last)
-    program.conv_layouts = layouts
-    reads_channels_last = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
-    pending = list(groups)
-    while pending:
-        group = pending.pop(0)
-        if group.kind in KERNEL_WRITERS and not group.outputs:
-            continue  # computes nothing anyone reads
-        if group.kind in KERNEL_WRITERS:
-            name = f"stitch_fused_{len(program.kernels)}"
-            try:
-                writer = KERNEL_WRITERS[group.kind]
-                if group.index in reads_channels_last and group.kind == "pointwise":
-                    specs = tail_kernel(group, index, name, reads_channels_last[group.index])
-                elif group.index in reads_channels_last:
-                    specs = reduction_tail(group, index, name, reads_channels_last[group.index], sm=sm)
-                else:
-                    specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
-            except Unsupported as exc:
-                parts = split_by_size(group, index) if group.kind == "pointwise" else None
-                if parts:
-                    # One kernel per output size, each recomputing what it needs from the group's inputs.
-                    program.notes.append(f"group {group.index} (pointwise): {exc}; one kernel per output size")
-                    pending[:0] = parts
-                    continue
-                parts = split_windows(group, index) if group.kind == "window" else None
-                if parts:
-                    # Each pooling op in a kernel of its own, the pointwise work between them in others.
-                    program.notes.append(f"group {group.index} (window): {exc}; each pooling op runs alone")
-                    pending[:0] = parts
-                    continue
-                parts = split_tail(group, index) if group.kind not in ("pointwise", "window") else None
-                if parts:
-                    # The reductions in one kernel, what follows them in another.
-                    program.notes.append(f"group {group.index} ({group.kind}): {exc}; its tail runs as a "
-                                         "separate pointwise kernel")
-                    pending[:0] = parts
-                    continue
-                group.note = str(exc)
-                program.notes.append(f"group {group.index} ({group.kind}) stays PyTorch: {exc}")
-                program.steps.append(Step(group.index, list(group.nodes), why=str(exc)))
-                _uncovered(program, group, index, str(exc))
-                continue
-            specs = specs if isinstance(specs, list) else [specs]
-            group.note = specs[-1].note
-            for spec in specs:
-                program.kernels.append(spec)
-                program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
-                program.notes.append(f"{spec.name}: {group.kind}, {spec.note}")
-            continue
-        if group.kind == "update":
-            # A buffer the module updates in place (BatchNorm's running statistics): a copy, by design.
-            program.steps.append(Step(group.index, list(group.nodes), why="updates a buffer in place"))
-            continue
-        why = ""
-        if group.kind == "library":
-            spec = lower_library(group, index, graph)
-            if spec is not None:
-                program.kernels.append(spec)
-                program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
-                program.notes.append(f"{spec.name}: {spec.note}")
-                continue
-            group.note = describe_library(group, index, graph)
-            conv = next((layouts[n] for n in group.nodes if n in layouts), None)
-            if conv is not None:
-                program.notes.append(f"{conv.conv}: {conv.describe()}")
-                if conv.channels_last:
-                    convert = input_kernel(index[conv.conv], index, f"stitch_layout_{len(program.kernels)}")
-                    if convert is not None:
-                        program.kernels.append(convert)
-                        program.notes.append(f"{convert.name}: {convert.note}")
-                    program.steps.append(Step(group.index, list(group.nodes), layout=conv.layout, convert=convert))
-                    _uncovered(program, group, index, group.note, library=True)
-                    group.note += f"; {conv.describe()}"
-                    continue
-        elif group.kind == "torch":
-            why = f"{op_table.short(index[group.nodes[0]].op)} has no template"
-        group.note = group.note or why
-        program.steps.append(Step(group.index, list(group.nodes), why=why))
-        if group.kind != "view":
-            _uncovered(program, group, index, group.note, library=group.kind == "library")
-    return program
+    program.conv_layouts = conv_layouts(graph, groups, index, channels_last)
+    return program, index
+
+
+def _lower_kernels(program: LoweredProgram, group: Group, index, pending: list[Group],
+                   reads_channels_last: dict, sm: int) -> None:
+    """A group a kernel writer takes: its kernel(s); when none can be written, the smaller groups it splits
+    into (put first in ``pending``), else its ops stay PyTorch."""
+    name = f"stitch_fused_{len(program.kernels)}"
+    try:
+        writer = KERNEL_WRITERS[group.kind]
+        if group.index in reads_channels_last and group.kind == "pointwise":
+            specs = tail_kernel(group, index, name, reads_channels_last[group.index])
+        elif group.index in reads_channels_last:
+            specs = reduction_tail(group, index, name, reads_channels_last[group.index], sm=sm)
+        else:
+            specs = writer(group, index, name, sm=sm) if writer is reduction_kernels else writer(group, index, name)
+    except Unsupported as exc:
+        parts, note = _smaller_groups(group, index, exc)
+        if parts:
+            program.notes.append(note)
+            pending[:0] = parts
+            return
+        group.note = str(exc)
+        program.notes.append(f"group {group.index} ({group.kind}) stays PyTorch: {exc}")
+        program.steps.append(Step(group.index, list(group.nodes), why=str(exc)))
+        _uncovered(program, group, index, str(exc))
+        return
+    specs = specs if isinstance(specs, list) else [specs]
+    group.note = specs[-1].note
+    for spec in specs:
+        program.kernels.append(spec)
+        program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
+        program.notes.append(f"{spec.name}: {group.kind}, {spec.note}")
+
+
+def _smaller_groups(group: Group, index, exc: Unsupported) -> tuple[list[Group] | None, str]:
+    """The groups a group whose kernel cannot be written splits into (None: it does not), and the note
+    that says so."""
+    if group.kind == "pointwise":
+        # One kernel per output size, each recomputing what it needs from the group's inputs.
+        return split_by_size(group, index), f"group {group.index} (pointwise): {exc}; one kernel per output size"
+    if group.kind == "window":
+        # Each pooling op in a kernel of its own, the pointwise work between them in others.
+        return split_windows(group, index), f"group {group.index} (window): {exc}; each pooling op runs alone"
+    # The reductions in one kernel, what follows them in another.
+    return split_tail(group, index), (f"group {group.index} ({group.kind}): {exc}; its tail runs as a "
+                                      "separate pointwise kernel")
+
+
+def _lower_calls(program: LoweredProgram, group: Group, index) -> None:
+    """A group no kernel writer takes: a library call (our own kernel where one is written for it, a
+    convolution in its layout), a view, or ops with no template, left to PyTorch."""
+    graph, layouts = program.graph, program.conv_layouts
+    why = ""
+    if group.kind == "library":
+        spec = lower_library(group, index, graph)
+        if spec is not None:
+            program.kernels.append(spec)
+            program.steps.append(Step(group.index, list(group.nodes), kernel=spec))
+            program.notes.append(f"{spec.name}: {spec.note}")
+            return
+        group.note = describe_library(group, index, graph)
+        conv = next((layouts[n] for n in group.nodes if n in layouts), None)
+        if conv is not None:
+            program.notes.append(f"{conv.conv}: {conv.describe()}")
+            if conv.channels_last:
+                convert = input_kernel(index[conv.conv], index, f"stitch_layout_{len(program.kernels)}")
+                if convert is not None:
+                    program.kernels.append(convert)
+                    program.notes.append(f"{convert.name}: {convert.note}")
+                program.steps.append(Step(group.index, list(group.nodes), layout=conv.layout, convert=convert))
+                _uncovered(program, group, index, group.note, library=True)
+                group.note += f"; {conv.describe()}"
+                return
+    elif group.kind == "torch":
+        why = f"{op_table.short(index[group.nodes[0]].op)} has no template"
+    group.note = group.note or why
+    program.steps.append(Step(group.index, list(group.nodes), why=why))
+    if group.kind != "view":
+        _uncovered(program, group, index, group.note, library=group.kind == "library")
 
 
 def _uncovered(program: LoweredProgram, group: Group, index, why: str, library: bool = False) -> None:
