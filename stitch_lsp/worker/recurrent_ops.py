@@ -11,7 +11,10 @@ Packed sequences take the module's own path (they are traced as written).
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
 
 # our opaque op -> the ATen op the module calls (same arguments, same outputs)
 ATEN_NAMES = {
@@ -39,7 +42,6 @@ def _ops() -> dict[str, Any]:
     import torch
 
     lib = torch.library.Library("stitch_rnn", "DEF")
-    _defined["_lib"] = lib
     lib.define("lstm(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, "
                "bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)")
     for kind in _KINDS[1:]:
@@ -53,12 +55,19 @@ def _ops() -> dict[str, Any]:
     def cell_fake(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
         return input.new_empty(_output_shape(input, hx, bidirectional, batch_first)), hx.new_empty(hx.shape)
 
+    ops: dict[str, Any] = {"_lib": lib}
     for kind in _KINDS:
-        # Shapes only: tracing runs the model on the meta device under fake tensors, never for real.
-        lib.impl(kind, lstm_fake if kind == "lstm" else cell_fake, "Meta")
+        # Shapes only (the fake implementation also serves the meta device): tracing never runs them for real.
         torch.library.register_fake(f"stitch_rnn::{kind}", lstm_fake if kind == "lstm" else cell_fake, lib=lib)
-        _defined[kind] = getattr(torch.ops.stitch_rnn, kind).default
+        ops[kind] = getattr(torch.ops.stitch_rnn, kind).default
+    _defined.update(ops)  # only once every op is there: a failed definition is not half kept
     return _defined
+
+
+def has_recurrent_module(model: Any) -> bool:
+    import torch
+
+    return any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
 
 
 @contextlib.contextmanager
@@ -66,7 +75,14 @@ def recurrent_as_library_calls() -> Iterator[None]:
     """While tracing, a recurrent module's unpacked call is one opaque op (see the module's docstring)."""
     import torch
 
-    ops = _ops()
+    try:
+        ops: dict[str, Any] | None = _ops()
+    except Exception:  # a torch whose library API refuses the definitions: trace the module as written
+        log.warning("recurrent modules are traced step by step: the opaque ops could not be defined", exc_info=True)
+        ops = None
+    if ops is None:
+        yield
+        return
     vf = torch._VF
     saved = {kind: vf.__dict__.get(kind) for kind in _KINDS}
 

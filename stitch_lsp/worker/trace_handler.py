@@ -258,7 +258,7 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
 
     from stitch_lsp.worker.decompositions import decomposition_table
     from stitch_lsp.worker.model_facts.module_state import plain_trace_error, state_problem
-    from stitch_lsp.worker.recurrent_ops import recurrent_as_library_calls
+    from stitch_lsp.worker.recurrent_ops import has_recurrent_module, recurrent_as_library_calls
 
     names = list(params) + list(buffers)
     n_state = len(names)
@@ -271,19 +271,22 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
 
     # Parameters as plain tensors, so their sizes are symbolic too (a model built for other sizes fits).
     flat = [p.detach() for p in params.values()] + list(buffers.values()) + [inputs[i] for i in tensor_positions]
-    symbolic = True
-    try:
-        with _as_on_cuda(), recurrent_as_library_calls():
-            gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode="symbolic")(*flat)
-    except Exception:
-        symbolic = False
+    # Symbolic sizes where tracing allows them, else fake ones; a recurrent module as one call, else (should this
+    # torch refuse the opaque op) step by step as written.
+    attempts = [("symbolic", True), ("fake", True)]
+    if has_recurrent_module(model):
+        attempts += [("symbolic", False), ("fake", False)]
+    errors: list[Exception] = []
+    for mode, opaque in attempts:
         try:
-            with _as_on_cuda(), recurrent_as_library_calls():
-                gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode="fake")(*flat)
+            with _as_on_cuda(), (recurrent_as_library_calls() if opaque else contextlib.nullcontext()):
+                gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode=mode)(*flat)
+            return gm, mode == "symbolic"
         except Exception as exc:
-            why = state_problem(model, task_source, reads=True) or plain_trace_error(exc)
-            raise _Refused(f"tracing Model.forward failed: {why}")
-    return gm, symbolic
+            errors.append(exc)
+    # What the fake-size trace met says most (the symbolic one fails first on sizes alone).
+    why = state_problem(model, task_source, reads=True) or plain_trace_error(errors[1])
+    raise _Refused(f"tracing Model.forward failed: {why}")
 
 
 def _add_inputs(graph: OpGraph, gm: Any, params: dict, names: list[str], tensor_positions: list[int]) -> None:

@@ -161,3 +161,24 @@ def test_recurrent_calls_are_named_as_cudnn_library_calls():
     for op in ("aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input"):
         assert library_calls.library_kind(op) == "rnn"
         assert library_calls.runner(op) == "cuDNN's recurrent kernels"
+
+
+def test_a_torch_that_refuses_the_opaque_ops_traces_the_module_as_written(monkeypatch):
+    from stitch_lsp.worker import recurrent_ops
+
+    def refuse():
+        raise RuntimeError("this torch has no such library API")
+
+    monkeypatch.setattr(recurrent_ops, "_ops", refuse)
+    graph = traced(HEAD + MODELS["gru"][1])
+    ops = [n.op for n in graph.nodes]
+    assert "aten.gru.input" not in ops and "aten.sigmoid.default" in ops  # the cell, step by step
+
+
+def test_a_torch_that_fails_inside_the_opaque_op_traces_the_module_as_written(monkeypatch):
+    from stitch_lsp.worker import recurrent_ops
+
+    monkeypatch.setattr(recurrent_ops, "_output_shape", lambda *a: (_ for _ in ()).throw(RuntimeError("no shapes")))
+    graph = traced(HEAD + MODELS["rnn-relu"][1])
+    ops = [n.op for n in graph.nodes]
+    assert "aten.rnn_relu.input" not in ops and "aten.relu.default" in ops
