@@ -34,3 +34,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU visible to torch"))
         if "nvcc" in item.keywords and not nvcc:
             item.add_marker(pytest.mark.skip(reason="nvcc not on PATH"))
+
+
+@pytest.fixture(scope="module")
+def verifier(tmp_path_factory):
+    """One Verifier (one warm worker) per test module: the GPU tests share the machine's time limit."""
+    from stitch_lsp.settings import Settings
+    from stitch_lsp.verify.service import Verifier
+
+    shared = Verifier(Settings(), tmp_path_factory.mktemp("verify"))
+    yield shared
+    shared.close()

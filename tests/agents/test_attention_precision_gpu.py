@@ -130,15 +130,6 @@ CASES = {"attention": ATTENTION, "transformer_block": BLOCK, "pointwise": POINTW
          "selection": SELECTION}
 
 
-@pytest.fixture(scope="module")
-def verifier(tmp_path_factory):
-    from stitch_lsp.verify.service import Verifier
-
-    v = Verifier(Settings(), tmp_path_factory.mktemp("verify"))
-    yield v
-    v.close()
-
-
 def fused(name: str, precision: str, verifier, tmp_path):
     task = Task(name=f"{name}_{precision}", source=cast_source(CASES[name], precision))
     outcome = fuse_task(task, Settings(), verifier=verifier, workdir=tmp_path, verify_library_only=True)

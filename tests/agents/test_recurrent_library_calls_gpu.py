@@ -62,15 +62,6 @@ def get_init_inputs():
 CASES = {"lstm": (LSTM, "aten.lstm.input"), "gru": (GRU, "aten.gru.input")}
 
 
-@pytest.fixture(scope="module")
-def verifier(tmp_path_factory):
-    from stitch_lsp.verify.service import Verifier
-
-    v = Verifier(Settings(), tmp_path_factory.mktemp("verify"))
-    yield v
-    v.close()
-
-
 @pytest.mark.gpu
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name,precision", [("lstm", "fp32"), ("gru", "fp32"), ("lstm", "bf16")])

@@ -25,15 +25,6 @@ SELECTED = [p for p in TASKS if fnmatch.fnmatch(p.stem, os.environ.get("STITCH_F
 FIXTURE = REPO / "tests" / "fixtures" / "fuse" / "block.py"
 
 
-@pytest.fixture(scope="module")
-def verifier(tmp_path_factory):
-    from stitch_lsp.verify.service import Verifier
-
-    v = Verifier(Settings(), tmp_path_factory.mktemp("verify"))
-    yield v
-    v.close()
-
-
 @pytest.mark.gpu
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("path", SELECTED, ids=[p.stem for p in SELECTED])

@@ -20,23 +20,13 @@ from stitch_lsp.coders.llm.coder import LlmCoder
 from stitch_lsp.verify.rubric import rubric_findings
 from stitch_lsp.serde import to_dict
 from stitch_lsp.verdict import VerdictStatus
-from stitch_lsp.verify.service import Verifier, VerifyOptions
+from stitch_lsp.verify.service import VerifyOptions
 
 from .candidates import BROKEN_CUDA, GOOD_CUDA, MODULE, SNEAKY_MODULE, WRONG_CUDA, reply
 from .conftest import config_for
 from .fake_messages_api import Reply
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def verifier(tmp_path_factory):
-    """One Verifier (one warm worker) for the module: the tests share the GPU machine's time limit."""
-    from stitch_lsp.settings import Settings
-
-    shared = Verifier(Settings(), tmp_path_factory.mktemp("verify"))
-    yield shared
-    shared.close()
 
 
 def summary(name: str, outcome, api) -> None:
