@@ -15,7 +15,8 @@ from stitch_lsp.plan import library_calls, op_table
 from stitch_lsp.plan.attention import attention_flops, fold_attention, plan_note
 from stitch_lsp.plan.fusion import Group, domain, simplify, split
 from stitch_lsp.plan.conv_layout import ConvLayout
-from stitch_lsp.plan.gemm_match import GEMM_OP, GemmSpec, fuse_gemms, spec_of
+from stitch_lsp.plan.gemm_match import fuse_gemms
+from stitch_lsp.plan.gemm_spec import GEMM_OP, GemmSpec, spec_of
 from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.op_graph import OpGraph, OpNode
 from stitch_lsp.pipeline import FusionGroup, Plan, Task
