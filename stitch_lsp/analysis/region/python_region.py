@@ -17,8 +17,9 @@ import tree_sitter as ts
 import tree_sitter_python as tsp
 from attrs import define, field
 
-from stitch_lsp.analysis.module_needs import (class_methods, identifiers, init_statements, needed_statements,
-                                              self_attributes, statement_text, top_level_definitions)
+from stitch_lsp.analysis.region.module_needs import (class_methods, identifiers, init_statements,
+                                                     needed_statements, self_attributes, statement_text,
+                                                     top_level_definitions)
 from stitch_lsp.findings import Range
 
 _VIEW_METHODS = {"view", "reshape", "contiguous", "size", "dim", "transpose", "permute", "unsqueeze",
