@@ -36,18 +36,21 @@ ATTENTION_OPS = {
 # Random numbers: PyTorch's own kernel draws them, so a candidate's are eager's (same generator, same order).
 RANDOM_OPS = {"aten.native_dropout.default", "aten.bernoulli.p", "aten.bernoulli.default", "aten.rand_like.default",
               "aten.randn_like.default", "aten.rand.default", "aten.randn.default"}
-_KINDS = {**{op: "gemm" for op in GEMM_OPS}, **{op: "conv" for op in CONV_OPS},
+# Recurrent modules (nn.LSTM, nn.GRU, nn.RNN) whole: cuDNN's persistent recurrent kernels run every step.
+RNN_OPS = {"aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input"}
+_KINDS = {**{op: "gemm" for op in GEMM_OPS}, **{op: "rnn" for op in RNN_OPS}, **{op: "conv" for op in CONV_OPS},
           **{op: "pool" for op in POOL_OPS}, **{op: "attention" for op in ATTENTION_OPS},
           **{op: "random" for op in RANDOM_OPS}}
 LIBRARY_OPS = frozenset(_KINDS)
 # Who runs each kind, in the plan's and the messages' words.
-RUNNER = {"gemm": "cuBLAS", "conv": "cuDNN", "pool": "PyTorch's pooling kernel",
+RUNNER = {"gemm": "cuBLAS", "conv": "cuDNN", "rnn": "cuDNN's recurrent kernels", "pool": "PyTorch's pooling kernel",
           "attention": "PyTorch's fused attention", "random": "PyTorch's random number generator"}
 
 
 # What a call dispatches to below PyTorch's own decomposition (attention picks its backend at run time):
 # the Verifier's run-time guard sees these, so they are declared with the call.
 DISPATCHES_TO = {
+    **{op: ["aten._cudnn_rnn", "aten._cudnn_rnn_flatten_weight"] for op in RNN_OPS},
     "aten.scaled_dot_product_attention.default": [
         "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_flash_attention",
         "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_attention_math",
@@ -74,7 +77,7 @@ def why_library(op: str) -> str:
 
 
 def library_kind(op: str) -> str | None:
-    """``gemm`` | ``conv`` | ``pool`` | ``attention`` | ``random`` for an op a library runs; None otherwise."""
+    """``gemm`` | ``conv`` | ``rnn`` | ``pool`` | ``attention`` | ``random`` for an op a library runs; None otherwise."""
     return _KINDS.get(op)
 
 

@@ -16,6 +16,7 @@ from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode, ScalarInput
 
 from stitch_lsp.contract.trace import TraceReply, TraceRequest
 from stitch_lsp.serde import from_dict
+from stitch_lsp.worker.recurrent_ops import ATEN_NAMES as RECURRENT_ATEN_NAMES
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -257,6 +258,7 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
 
     from stitch_lsp.worker.decompositions import decomposition_table
     from stitch_lsp.worker.model_facts.module_state import plain_trace_error, state_problem
+    from stitch_lsp.worker.recurrent_ops import recurrent_as_library_calls
 
     names = list(params) + list(buffers)
     n_state = len(names)
@@ -271,12 +273,12 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
     flat = [p.detach() for p in params.values()] + list(buffers.values()) + [inputs[i] for i in tensor_positions]
     symbolic = True
     try:
-        with _as_on_cuda():
+        with _as_on_cuda(), recurrent_as_library_calls():
             gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode="symbolic")(*flat)
     except Exception:
         symbolic = False
         try:
-            with _as_on_cuda():
+            with _as_on_cuda(), recurrent_as_library_calls():
                 gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode="fake")(*flat)
         except Exception as exc:
             why = state_problem(model, task_source, reads=True) or plain_trace_error(exc)
@@ -345,6 +347,8 @@ def _op_node(node: Any, attention: dict[str, bool]) -> OpNode | None:
         out = val[0]
         shape, dtype, exprs = tuple(_hint(d) for d in out.shape), _dtype_name(out.dtype), [_expr(d) for d in out.shape]
         attention[node.name] = True
+    elif op in RECURRENT_ATEN_NAMES:  # traced as one opaque op: the graph names the ATen call it stands for
+        op = RECURRENT_ATEN_NAMES[op]
     elif op == "getitem" and attention.get(getattr(node.args[0], "name", "")) and node.args[1] == 0:
         op, args, kwargs = "aten.alias.default", [node.args[0]], {}
     return OpNode(
