@@ -69,7 +69,7 @@ def main() -> int:
     import torch
 
     from stitch_lsp.coders.template import candidate_module, lower
-    from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
+    from stitch_lsp.plan.gemm_spec import GEMM_OP, spec_of
     from stitch_lsp.coders.template.gemm_tune import tune_cases
     from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, record
     from stitch_lsp.contract.gemm_tune import TuneRequest

@@ -10,7 +10,7 @@ from typing import Any
 from stitch_lsp.benchsuite.results import CODER_ERROR, ERROR, NOT_COVERED, TaskDetail, TaskResult
 from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.pipeline import Candidate, Plan
-from stitch_lsp.verdict import KernelProfile, Verdict, VerdictStatus
+from stitch_lsp.verdict import KernelProfile, Timing, Verdict, VerdictStatus
 from stitch_lsp.verify.format import one_line, why_not_passed
 
 
@@ -108,17 +108,7 @@ def to_result(
         gemm_fallback=one_line(gemm_fallback),
     )
     if verdict is None:
-        if plan is None:
-            # Not traced: a construct the tracer cannot follow is outside what the Coder covers; a task
-            # that does not even import is broken.
-            result.status = ERROR if "does not import" in message or "has no " in message else NOT_COVERED
-        elif candidate is None:  # the Coder failed or is unavailable (no API key, ...)
-            result.status = CODER_ERROR
-        elif not candidate.fuses_anything:  # the Coder wrote no kernel: outside what it handles
-            result.status = NOT_COVERED
-        else:
-            result.status = ERROR  # a kernel was written but never verified
-        result.reason = one_line(message or "no candidate and no verdict")
+        _unjudged(result, plan, candidate, message)
         return result
     if candidate is None:  # a verdict without a candidate (no GPU, ...)
         result.status = verdict.status.value
@@ -129,7 +119,29 @@ def to_result(
     result.summary = one_line(verdict.summary)
     result.compiled = verdict.compile.ok if verdict.compile is not None else None
     result.hack_flags = [f.code for f in verdict.hack_flags]
-    timing = verdict.timing
+    _timing(result, verdict.timing)
+    _profile(result, verdict)
+    _reason(result, verdict, candidate, gemm_fallback)
+    return result
+
+
+def _unjudged(result: TaskResult, plan: Plan | None, candidate: Candidate | None, message: str) -> None:
+    """Status and reason of a task that got no verdict: not traced, no candidate, or not verified."""
+    if plan is None:
+        # Not traced: a construct the tracer cannot follow is outside what the Coder covers; a task
+        # that does not even import is broken.
+        result.status = ERROR if "does not import" in message or "has no " in message else NOT_COVERED
+    elif candidate is None:  # the Coder failed or is unavailable (no API key, ...)
+        result.status = CODER_ERROR
+    elif not candidate.fuses_anything:  # the Coder wrote no kernel: outside what it handles
+        result.status = NOT_COVERED
+    else:
+        result.status = ERROR  # a kernel was written but never verified
+    result.reason = one_line(message or "no candidate and no verdict")
+
+
+def _timing(result: TaskResult, timing: Timing) -> None:
+    """The speedups, their intervals, the medians and what makes the timing doubtful."""
     result.speedup_vs_eager = timing.speedup_vs_eager
     result.speedup_vs_compile = timing.speedup_vs_compile
     result.speedup_vs_eager_ci = timing.speedup_vs_eager_ci
@@ -142,6 +154,10 @@ def to_result(
     result.eager_ms = timing.eager.median_ms if timing.eager else None
     result.compile_ms = timing.compiled.median_ms if timing.compiled else None
     result.candidate_ms = timing.candidate.median_ms if timing.candidate else None
+
+
+def _profile(result: TaskResult, verdict: Verdict) -> None:
+    """The bottleneck kernel's bound and note, and the bandwidth the candidate reached."""
     kernel = _bottleneck(verdict)
     if kernel is not None:
         result.kernels = sum(1 for k in verdict.profile.kernels if k.role == "candidate")
@@ -154,6 +170,11 @@ def to_result(
     if result.min_bytes and result.candidate_ms:
         result.achieved_gbs = result.min_bytes / (result.candidate_ms * 1e-3) / 1e9
     result.kernel_us, result.kernel_gbs = kernel_figures(verdict, result.min_bytes)
+
+
+def _reason(result: TaskResult, verdict: Verdict, candidate: Candidate, gemm_fallback: str) -> None:
+    """What the row says beside its status: what a pass left out, or why it did not pass."""
+    timing = verdict.timing
     if verdict.status is VerdictStatus.CORRECT and not verdict.hack_flags:
         notes = [gemm_fallback] if gemm_fallback else []
         blocking = list(getattr(candidate, "blocking_ops", None) or [])
@@ -171,7 +192,6 @@ def to_result(
         if verdict.status is VerdictStatus.CORRECT:  # a flag on a passing verdict: never a win
             result.status = VerdictStatus.HACKING.value
         result.reason = one_line(gemm_fallback) if gemm_fallback else why_not_passed(verdict)
-    return result
 
 
 def to_detail(task: BenchTask, outcome: Any) -> TaskDetail:

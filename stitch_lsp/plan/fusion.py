@@ -16,6 +16,7 @@ intermediate is written only to be read back.
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 from attrs import define, evolve, field
 
@@ -116,7 +117,22 @@ def split(graph: OpGraph) -> list[Group]:
     index = graph.index()
     klass = {n.name: op_table.classify(n.op, n.dtype) for n in graph.nodes}
     fusible = {name for name, k in klass.items() if k in FUSIBLE}
-    # Stage: how many non-fusible ops lie on the longest path from the inputs.
+    users = graph.users()
+    stage = _stages(graph, klass, fusible, users)
+    find = _unite(graph, klass, fusible, stage, users)
+    groups = _collect(graph, klass, fusible, find)
+    groups = [part for g in groups for part in (_by_domain(g, index, klass) if g.kind == "pointwise" else [g])]
+    _connect(groups, index, klass, set(graph.outputs))
+    # Groups in an order that respects dependencies (a group may start after a later-numbered one's node).
+    order = _topo(groups, index)
+    for i, g in enumerate(order):
+        g.index = i
+    return order
+
+
+def _stages(graph: OpGraph, klass: dict[str, str], fusible: set[str],
+            users: dict[str, list[str]]) -> dict[str, int]:
+    """Each value's stage: how many non-fusible ops lie on the longest path from the inputs."""
     stage: dict[str, int] = {i.name: 0 for i in graph.inputs}
     for n in graph.nodes:
         s = 0
@@ -125,12 +141,16 @@ def split(graph: OpGraph) -> list[Group]:
         stage[n.name] = s
     # A fusible node read only by fusible nodes of a later stage (a buffer scaled for BatchNorm's running-statistics
     # update, read after the GEMM) moves up to them, so it joins their kernel instead of launching its own.
-    users = graph.users()
     for n in reversed(graph.nodes):
         readers = users.get(n.name, [])
         if n.name in fusible and readers and all(u in fusible for u in readers):
             stage[n.name] = max(stage[n.name], min(stage[u] for u in readers))
-    # Union-find over fusible edges within a stage.
+    return stage
+
+
+def _unite(graph: OpGraph, klass: dict[str, str], fusible: set[str], stage: dict[str, int],
+           users: dict[str, list[str]]) -> Callable[[str], str]:
+    """Union-find over fusible edges within a stage; returns each fusible node's root."""
     parent = {n: n for n in fusible}
 
     def find(x: str) -> str:
@@ -147,8 +167,11 @@ def split(graph: OpGraph) -> list[Group]:
             if r in fusible and stage[r] == stage[n.name] and "window" not in (klass[r], klass[n.name]):
                 parent[find(r)] = find(n.name)
     _join_windows(graph, windows, klass, stage, users, find, parent)
+    return find
 
-    outputs = set(graph.outputs)
+
+def _collect(graph: OpGraph, klass: dict[str, str], fusible: set[str], find: Callable[[str], str]) -> list[Group]:
+    """The groups in graph order: one per union-find root, one per other op (a library call with its getitems)."""
     groups: list[Group] = []
     by_root: dict[str, Group] = {}
     group_of: dict[str, Group] = {}  # library nodes (and their getitems) -> their group
@@ -172,7 +195,11 @@ def split(graph: OpGraph) -> list[Group]:
             if kind == "library" and n.op.startswith("aten."):
                 # (The GEMM family's node keeps its getitems as steps of their own: its kernel's outputs.)
                 group_of[n.name] = groups[-1]
-    groups = [part for g in groups for part in (_by_domain(g, index, klass) if g.kind == "pointwise" else [g])]
+    return groups
+
+
+def _connect(groups: list[Group], index: dict[str, OpNode], klass: dict[str, str], outputs: set[str]) -> None:
+    """Each group's inputs (read from outside it) and outputs (read elsewhere or returned), and its fused kind."""
     read_elsewhere: set[str] = set()  # values some group reads from memory
     for group in groups:
         members = set(group.nodes)
@@ -190,11 +217,6 @@ def split(graph: OpGraph) -> list[Group]:
                 group.outputs.append(name)
         if group.kind == "pointwise":
             group.kind = _fused_kind(group, index, klass)
-    # Groups in an order that respects dependencies (a group may start after a later-numbered one's node).
-    order = _topo(groups, index)
-    for i, g in enumerate(order):
-        g.index = i
-    return order
 
 
 def _join_windows(graph: OpGraph, windows: list[OpNode], klass: dict[str, str], stage: dict[str, int],

@@ -20,7 +20,7 @@ from typing import Callable
 
 from attrs import define, evolve, field
 
-from stitch_lsp.plan.gemm_match import GemmSpec
+from stitch_lsp.plan.gemm_spec import GemmSpec
 from stitch_lsp.contract.gemm_tune import TuneReply, tile_label
 
 Tile = list[int]  # BM, BN, BK, GROUP_M, num_warps, num_stages[, persistent programs]

@@ -15,7 +15,8 @@ from stitch_lsp.plan import library_calls, op_table
 from stitch_lsp.plan.attention import attention_flops, fold_attention, plan_note
 from stitch_lsp.plan.fusion import Group, domain, simplify, split
 from stitch_lsp.plan.conv_layout import ConvLayout
-from stitch_lsp.plan.gemm_match import GEMM_OP, GemmSpec, fuse_gemms, spec_of
+from stitch_lsp.plan.gemm_match import fuse_gemms
+from stitch_lsp.plan.gemm_spec import GEMM_OP, GemmSpec, spec_of
 from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
 from stitch_lsp.op_graph import OpGraph, OpNode
 from stitch_lsp.pipeline import FusionGroup, Plan, Task
@@ -160,61 +161,87 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
     index = graph.index()
     groups = split(graph)
     bandwidth = (device.copy_bandwidth_gbs if device and device.copy_bandwidth_gbs else H100_COPY_GBS)
-    dtype = next((i.dtype for i in graph.inputs if i.role == "input"), "float32")
-    if dtype == "float32" and graph.allow_tf32:
-        peak = H100_PEAK_TFLOPS["tf32"]
-    elif dtype == "float32" and device and device.peak_tflops_fp32:
-        peak = device.peak_tflops_fp32
-    else:
-        peak = H100_PEAK_TFLOPS.get(dtype, H100_PEAK_TFLOPS["float32"])
+    peak = _peak_rate(graph, device)
     plan = Plan(task_key=task.key(), device_name=(device.name if device else "") or "NVIDIA H100 (assumed)",
                 bandwidth_gbs=bandwidth, peak_tflops=peak, graph=traced)
     layouts = layouts(graph, groups, index, channels_last) if layouts is not None else {}
     floor_total = 0.0
     eager_gemm_us = 0.0  # the GEMMs as the reference runs them (cuBLAS at ``peak``)
     for group in groups:
-        moved, flops = _group_figures(group, index)
-        rate = peak
-        family = group.kind == "library" and index[group.nodes[0]].op == GEMM_OP
-        if family:
-            spec = spec_of(index[group.nodes[0]])
-            rate = gemm_family_peak(spec)
-            eager_gemm_us += flops / (peak * 1e6)
-        elif group.kind == "library":
-            eager_gemm_us += flops / (peak * 1e6)
-        floor = max(moved / (bandwidth * 1e3), flops / (rate * 1e6)) if (moved or flops) else 0.0
-        covered = group.kind != "torch"
-        kind = group.kind
-        if family:
-            kind, note = "gemm", spec.describe() + f"; floor at {rate:.0f} TFLOP/s"
-        elif kind == "library":
-            lib = next(index[n].op for n in group.nodes if library_calls.library_kind(index[n].op))
-            kind = library_calls.library_kind(lib) or "gemm"
-            note = f"{library_calls.runner(lib)} (library call); what follows it is fused into the next kernel"
-            attention_node = next((n for n in group.nodes if n in attention_notes), None)
-            if attention_node is not None:
-                note = attention_notes[attention_node]
-            why = library_calls.why_library(lib)
-            note += f" (a library call: {why})" if why else ""
-            conv = next((layouts[n] for n in group.nodes if n in layouts), None)
-            if conv is not None:
-                note += f"; {conv.describe()}"
-        else:
-            note = GROUP_NOTES.get(kind, "")
-        plan.groups.append(FusionGroup(
-            ops=[index[n].op for n in group.nodes], kind=kind,
-            inputs=list(group.inputs), outputs=list(group.outputs), bytes_moved=moved, flops=flops,
-            floor_us=floor, covered=covered, note=note,
-        ))
-        plan.bytes_moved += moved
-        plan.flops += flops
-        floor_total += floor
+        row, gemm_us = _fusion_group(group, index, peak, bandwidth, attention_notes, layouts)
+        eager_gemm_us += gemm_us
+        plan.groups.append(row)
+        plan.bytes_moved += row.bytes_moved
+        plan.flops += row.flops
+        floor_total += row.floor_us
     plan.floor_us = floor_total
     plan.notes += attention_misses
+    _sum_up(plan, traced, groups, index, eager_gemm_us)
+    return plan
+
+
+def _peak_rate(graph: OpGraph, device: DeviceInfo | None) -> float:
+    """The rate (TFLOP/s) the reference's GEMMs and the plan's other FLOPs run at."""
+    dtype = next((i.dtype for i in graph.inputs if i.role == "input"), "float32")
+    if dtype == "float32" and graph.allow_tf32:
+        return H100_PEAK_TFLOPS["tf32"]
+    if dtype == "float32" and device and device.peak_tflops_fp32:
+        return device.peak_tflops_fp32
+    return H100_PEAK_TFLOPS.get(dtype, H100_PEAK_TFLOPS["float32"])
+
+
+def _fusion_group(group: Group, index: dict[str, OpNode], peak: float, bandwidth: float,
+                  attention_notes: dict[str, str], layouts: dict[str, ConvLayout]) -> tuple[FusionGroup, float]:
+    """One group of the plan with its figures and floor, and what its GEMMs cost the reference (µs)."""
+    moved, flops = _group_figures(group, index)
+    rate = peak
+    eager_gemm_us = 0.0
+    family = group.kind == "library" and index[group.nodes[0]].op == GEMM_OP
+    if family:
+        spec = spec_of(index[group.nodes[0]])
+        rate = gemm_family_peak(spec)
+        eager_gemm_us += flops / (peak * 1e6)
+    elif group.kind == "library":
+        eager_gemm_us += flops / (peak * 1e6)
+    floor = max(moved / (bandwidth * 1e3), flops / (rate * 1e6)) if (moved or flops) else 0.0
+    covered = group.kind != "torch"
+    kind = group.kind
+    if family:
+        kind, note = "gemm", spec.describe() + f"; floor at {rate:.0f} TFLOP/s"
+    elif kind == "library":
+        kind, note = _library_note(group, index, attention_notes, layouts)
+    else:
+        note = GROUP_NOTES.get(kind, "")
+    return FusionGroup(
+        ops=[index[n].op for n in group.nodes], kind=kind,
+        inputs=list(group.inputs), outputs=list(group.outputs), bytes_moved=moved, flops=flops,
+        floor_us=floor, covered=covered, note=note,
+    ), eager_gemm_us
+
+
+def _library_note(group: Group, index: dict[str, OpNode], attention_notes: dict[str, str],
+                  layouts: dict[str, ConvLayout]) -> tuple[str, str]:
+    """(kind, note) of a library call's group: which library runs it and why it is one."""
+    lib = next(index[n].op for n in group.nodes if library_calls.library_kind(index[n].op))
+    kind = library_calls.library_kind(lib) or "gemm"
+    note = f"{library_calls.runner(lib)} (library call); what follows it is fused into the next kernel"
+    attention_node = next((n for n in group.nodes if n in attention_notes), None)
+    if attention_node is not None:
+        note = attention_notes[attention_node]
+    why = library_calls.why_library(lib)
+    note += f" (a library call: {why})" if why else ""
+    conv = next((layouts[n] for n in group.nodes if n in layouts), None)
+    if conv is not None:
+        note += f"; {conv.describe()}"
+    return kind, note
+
+
+def _sum_up(plan: Plan, traced: OpGraph, groups: list[Group], index: dict[str, OpNode], gemm_us: float) -> None:
+    """What eager PyTorch moves and launches, the predicted speedup over it, and the plan's closing notes."""
+    bandwidth, peak = plan.bandwidth_gbs, plan.peak_tflops
     eager_bytes, eager_kernels = _eager_bytes(traced, traced.index())
     plan.eager_bytes = eager_bytes
     plan.eager_kernels = eager_kernels
-    gemm_us = eager_gemm_us
     kernels = sum(1 for g in plan.groups if g.kind in KERNEL_KINDS)
     launches = kernels + sum(1 for g in plan.groups if g.kind in LIBRARY_KINDS or g.kind == "torch")
     # Both sides pay a launch per kernel (small tensors are launch-bound, not bandwidth-bound).
@@ -231,7 +258,6 @@ def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm
     plan.notes.append(
         f"floor {plan.floor_us:.1f} µs ({_fmt_bytes(plan.bytes_moved)} at {bandwidth:.0f} GB/s, "
         f"{plan.flops / 1e9:.2f} GFLOP at {at}); eager moves {_fmt_bytes(eager_bytes)}")
-    return plan
 
 
 def _fmt_bytes(n: int) -> str:

@@ -13,7 +13,7 @@ import re
 import textwrap
 
 from stitch_lsp.task.shapes import ShapeResult
-from stitch_lsp.analysis.python_region import Region
+from stitch_lsp.analysis.region.data import Region
 from stitch_lsp.pipeline import Task
 
 

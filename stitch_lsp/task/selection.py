@@ -8,7 +8,8 @@ from attrs import define, field
 
 from stitch_lsp.task import shapes as shape_sources
 from stitch_lsp.task.builder import TaskError, build_task
-from stitch_lsp.analysis.python_region import Region, extract_region
+from stitch_lsp.analysis.region.data import Region
+from stitch_lsp.analysis.region.python_region import extract_region
 from stitch_lsp.pipeline import Task, TensorSpec
 from stitch_lsp.recording.store import Lookup, lookup
 from stitch_lsp.settings import Settings

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import re
 
-from stitch_lsp.analysis.python_region import Region
+from stitch_lsp.analysis.region.data import Region
 from stitch_lsp.task.template_dims import Shape, Var
 from stitch_lsp.task.template_infer import Infer
 

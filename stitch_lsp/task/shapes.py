@@ -16,7 +16,7 @@ import re
 
 from attrs import define, field
 
-from stitch_lsp.analysis.python_region import Region
+from stitch_lsp.analysis.region.data import Region
 from stitch_lsp.pipeline import TensorSpec
 from stitch_lsp.task.shape_values import DTYPES, int_value
 

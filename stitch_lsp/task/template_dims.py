@@ -11,7 +11,7 @@ import ast
 import re
 
 from stitch_lsp.task.shape_values import int_value
-from stitch_lsp.analysis.python_region import Region
+from stitch_lsp.analysis.region.data import Region
 
 
 class Var:

@@ -7,7 +7,7 @@ import ast
 import re
 
 from stitch_lsp.task.shape_values import DTYPES
-from stitch_lsp.analysis.python_region import Region
+from stitch_lsp.analysis.region.data import Region
 from stitch_lsp.task.template_calls import infer_call
 from stitch_lsp.task.template_dims import SCALAR, Dim, Dimensions, Free, Parts, Shape, Var
 

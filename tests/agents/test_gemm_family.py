@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stitch_lsp.coders.template import candidate_module, lower
-from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
+from stitch_lsp.plan.gemm_spec import GEMM_OP, spec_of
 from stitch_lsp.plan.gemm_tiles import (
     CACHE_VERSION, GemmOptions, TileCache, TileEntry, candidates, problem_key, record, table_tile,
 )

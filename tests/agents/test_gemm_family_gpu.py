@@ -96,7 +96,7 @@ def test_half_precision_epilogues_match_eager():
 
 def test_tuning_run_times_tiles_and_the_cache_steers_the_next_lowering(tmp_path):
     from stitch_lsp.coders.template import lower
-    from stitch_lsp.plan.gemm_match import GEMM_OP, spec_of
+    from stitch_lsp.plan.gemm_spec import GEMM_OP, spec_of
     from stitch_lsp.coders.template.gemm_tune import tune_cases
     from stitch_lsp.plan.gemm_tiles import GemmOptions, TileCache, record
     from stitch_lsp.contract.gemm_tune import TuneRequest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stitch_lsp.analysis.python_region import extract_region
+from stitch_lsp.analysis.region.python_region import extract_region
 
 SRC = (Path(__file__).resolve().parents[1] / "fixtures" / "fuse" / "block.py").read_text()
 LINES = SRC.splitlines()

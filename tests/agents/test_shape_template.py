@@ -13,7 +13,7 @@ import pytest
 
 from stitch_lsp.task.selection import prepare
 from stitch_lsp.task.shapes import comment_template, resolve
-from stitch_lsp.analysis.python_region import extract_region
+from stitch_lsp.analysis.region.python_region import extract_region
 from stitch_lsp.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

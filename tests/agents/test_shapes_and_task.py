@@ -8,7 +8,7 @@ import pytest
 
 from stitch_lsp.task.selection import prepare
 from stitch_lsp.task.shapes import comment_template, parse_spec, resolve
-from stitch_lsp.analysis.python_region import extract_region
+from stitch_lsp.analysis.region.python_region import extract_region
 from stitch_lsp.settings import Settings
 
 SRC = (Path(__file__).resolve().parents[1] / "fixtures" / "fuse" / "block.py").read_text()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-from stitch_lsp.plan.gemm_match import GemmSpec
+from stitch_lsp.plan.gemm_spec import GemmSpec
 from stitch_lsp.plan.gemm_ops import (
     TRITON_DTYPES, TRITON_POINTWISE, expression, helpers_for, literal, operand_count, rounded,
 )
@@ -297,7 +297,7 @@ def kernel_name(spec: GemmSpec) -> str:
 
 def gemm_kernel(node):
     """The ``stitch.gemm`` node's kernel, as the template Coder's KernelSpec (backend "triton")."""
-    from stitch_lsp.plan.gemm_match import spec_of
+    from stitch_lsp.plan.gemm_spec import spec_of
     from stitch_lsp.plan.gemm_tiles import table_tile
     from stitch_lsp.coders.template.kernels import KernelSpec
 

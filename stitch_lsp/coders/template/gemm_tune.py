@@ -7,7 +7,7 @@ from stitch_lsp.coders.template.gemm_triton import kernel_name, kernel_source, l
 from stitch_lsp.coders.template.lower import lower
 from stitch_lsp.contract.gemm_tune import LibraryGemm, TuneCase, TuneTile
 from stitch_lsp.op_graph import OpGraph
-from stitch_lsp.plan.gemm_match import GEMM_OP, GemmSpec, spec_of
+from stitch_lsp.plan.gemm_spec import GEMM_OP, GemmSpec, spec_of
 from stitch_lsp.plan.gemm_tiles import GemmOptions, candidates, problem_key
 
 

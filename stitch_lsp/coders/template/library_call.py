@@ -21,7 +21,7 @@ from stitch_lsp.op_graph import OpGraph, OpNode
 def _gemm_family(group: Group, index: dict[str, OpNode], graph: OpGraph):
     """The GEMM family's kernel (Triton, with its fused epilogue) for the GEMMs it took
     (``gemm_match.fuse_gemms`` made them ``stitch.gemm`` nodes); the others stay cuBLAS calls."""
-    from stitch_lsp.plan.gemm_match import GEMM_OP
+    from stitch_lsp.plan.gemm_spec import GEMM_OP
     from stitch_lsp.coders.template.gemm_triton import gemm_kernel
 
     node = library_op(group, index)

@@ -22,7 +22,7 @@ from pygls.uris import from_fs_path
 from stitch_lsp.task.selection import prepare, shapes_for, workspace_path
 from stitch_lsp.coders.llm.key import key_configured
 from stitch_lsp.task.shapes import comment_block, comment_template
-from stitch_lsp.analysis.python_region import extract_region
+from stitch_lsp.analysis.region.python_region import extract_region
 from stitch_lsp.findings import Finding, Fix, Position, Range, Severity, TextEdit
 from stitch_lsp.jobs import JobSpec
 from stitch_lsp.jobs.queue import Priority

@@ -18,7 +18,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.task.selection import shapes_for, workspace_path
-from stitch_lsp.analysis.python_region import extract_region
+from stitch_lsp.analysis.region.python_region import extract_region
 from stitch_lsp.cancellation import ProgressEvent
 from stitch_lsp.findings import Position
 from stitch_lsp.jobs import JobSpec
