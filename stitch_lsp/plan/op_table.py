@@ -26,7 +26,7 @@ VIEW_OPS = {
     "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.permute.default",
     "aten.t.default", "aten.transpose.int", "aten.slice.Tensor", "aten.cat.default",
     "aten.lift_fresh_copy.default", "aten.contiguous.default", "aten.select.int", "aten.flip.default",
-    "aten.repeat.default", "aten.index.Tensor",
+    "aten.repeat.default", "aten.index.Tensor", "aten.unfold.default",
 }
 # Views that copy: every output element is an input element, but the result is new memory. Left to PyTorch at the
 # end of a graph they would be PyTorch work in the candidate's forward; written as a kernel they are a copy.

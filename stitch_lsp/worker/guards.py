@@ -22,7 +22,7 @@ GLUE_OPS = frozenset(
     zeros zeros_like ones ones_like full full_like new_zeros new_ones new_full fill_ zero_ scalar_tensor arange
     lift_fresh lift_fresh_copy detach detach_ alias _unsafe_view view view_as reshape reshape_as _reshape_alias
     as_strided as_strided_ expand expand_as permute transpose transpose_ t t_ squeeze squeeze_ unsqueeze unsqueeze_
-    flatten unflatten slice select split split_with_sizes chunk narrow unbind movedim view_as_real view_as_complex
+    flatten unflatten unfold slice select split split_with_sizes chunk narrow unbind movedim view_as_real view_as_complex
     clone copy_ _copy_from _copy_from_and_resize _to_copy to contiguous resize_ set_ _local_scalar_dense
     sym_size sym_stride sym_numel sym_storage_offset is_contiguous is_same_size record_stream
     _has_compatible_shallow_copy_type _nested_tensor_from_mask result_type

@@ -323,7 +323,8 @@ class Emitter(WindowValues, CatValues):
         src = self.index[src_name]
         if ix == "row":
             if src.numel == node.numel and op not in ("aten.permute.default", "aten.t.default", "aten.flip.default",
-                                                       "aten.transpose.int", "aten.expand.default"):
+                                                       "aten.transpose.int", "aten.expand.default",
+                                                       "aten.unfold.default"):
                 return self.value(src_name, "row")
             raise Unsupported(f"{op_table.short(op)} of a per-row value")
         if op == "aten.expand.default":
@@ -372,6 +373,15 @@ class Emitter(WindowValues, CatValues):
             terms = [(Digit(f"({node.shape[d] - 1}LL - {c[d].expr})", node.shape[d]) if d in flipped and node.shape[d] > 1
                       else c[d], sstr[d]) for d in range(rank)]
             return self.value(src_name, self._index(terms))
+        if op == "aten.unfold.default":
+            # Windows of ``size`` every ``step`` along ``dim``, the window's offset as a new last dimension.
+            rank = len(src.shape)
+            dim, step = args[1] % max(rank, 1), args[3]
+            c = self._coords(ix, node.shape)
+            sstr = contiguous_strides(src.shape)
+            at, offset = c[dim], c[len(node.shape) - 1]
+            pos = Digit(f"({at.expr} * {step}LL + {offset.expr})", (at.bound - 1) * step + offset.bound)
+            return self.value(src_name, self._index([(pos if d == dim else c[d], sstr[d]) for d in range(rank)]))
         if op == "aten.select.int":
             rank = len(src.shape)
             dim = args[1] % rank
