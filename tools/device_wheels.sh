@@ -7,8 +7,9 @@ tree-sitter-python==0.25.0 pytest==9.2.0 pluggy iniconfig packaging pygments pyt
 pytest-timeout typing-extensions
 anthropic==2.12.0 anyio==4.16.0 sniffio==1.3.1 idna==3.20 docstring-parser==0.18.0 httpx2==2.16.2 httpcore2==2.16.2
 h11==0.16.0 truststore==0.10.5 jiter==0.19.0 opentelemetry-api==1.45.2 pydantic==2.14.3 pydantic-core==2.50.4
-annotated-types==0.8.0 typing-inspection==0.4.5"
-# (anthropic and its dependencies: the LLM Coder's GPU test talks to a local fake Messages API.)
+annotated-types==0.8.0 typing-inspection==0.4.5 einops==0.8.2"
+# (anthropic and its dependencies: the LLM Coder's GPU test talks to a local fake Messages API; einops: KernelBench
+# level 3's Mamba tasks import it.)
 mkdir -p .whl
 for p in $PKGS; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -26,11 +26,11 @@ VIEW_OPS = {
     "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.permute.default",
     "aten.t.default", "aten.transpose.int", "aten.slice.Tensor", "aten.cat.default",
     "aten.lift_fresh_copy.default", "aten.contiguous.default", "aten.select.int", "aten.flip.default",
-    "aten.repeat.default", "aten.index.Tensor", "aten.unfold.default",
+    "aten.repeat.default", "aten.index.Tensor", "aten.unfold.default", "aten.constant_pad_nd.default",
 }
-# Views that copy: every output element is an input element, but the result is new memory. Left to PyTorch at the
+# Views that copy: every output element is an input element (or, padded, a constant), in new memory. Left to PyTorch at the
 # end of a graph they would be PyTorch work in the candidate's forward; written as a kernel they are a copy.
-COPYING_VIEW_OPS = {"aten.cat.default", "aten.flip.default", "aten.repeat.default"}
+COPYING_VIEW_OPS = {"aten.cat.default", "aten.flip.default", "aten.repeat.default", "aten.constant_pad_nd.default"}
 REDUCTION_OPS = {
     "aten.sum.dim_IntList": "sum", "aten.sum.default": "sum", "aten.mean.dim": "mean",
     "aten.mean.default": "mean", "aten.amax.default": "max", "aten.amin.default": "min",

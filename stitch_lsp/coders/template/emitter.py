@@ -324,7 +324,7 @@ class Emitter(WindowValues, CatValues):
         if ix == "row":
             if src.numel == node.numel and op not in ("aten.permute.default", "aten.t.default", "aten.flip.default",
                                                        "aten.transpose.int", "aten.expand.default",
-                                                       "aten.unfold.default"):
+                                                       "aten.unfold.default", "aten.constant_pad_nd.default"):
                 return self.value(src_name, "row")
             raise Unsupported(f"{op_table.short(op)} of a per-row value")
         if op == "aten.expand.default":
@@ -382,6 +382,8 @@ class Emitter(WindowValues, CatValues):
             at, offset = c[dim], c[len(node.shape) - 1]
             pos = Digit(f"({at.expr} * {step}LL + {offset.expr})", (at.bound - 1) * step + offset.bound)
             return self.value(src_name, self._index([(pos if d == dim else c[d], sstr[d]) for d in range(rank)]))
+        if op == "aten.constant_pad_nd.default":
+            return self._pad(node, src, ix)
         if op == "aten.select.int":
             rank = len(src.shape)
             dim = args[1] % rank
@@ -394,6 +396,33 @@ class Emitter(WindowValues, CatValues):
         if src.numel != node.numel:
             raise Unsupported(f"{op_table.short(op)} changes the element count")
         return self.value(src_name, ix)
+
+    def _pad(self, node: OpNode, src: OpNode, ix: str) -> str:
+        """``F.pad`` with a constant: the source element where the padded position falls inside it, else the
+        constant. The load reads a clamped position, so a padded element never reads outside the source."""
+        pads = list(node.args[1])
+        fill = node.args[2] if len(node.args) > 2 and node.args[2] is not None else 0.0
+        rank = len(src.shape)
+        c = self._coords(ix, node.shape)
+        sstr = contiguous_strides(src.shape)
+        terms, inside = [], []
+        for d in range(rank):
+            k = rank - 1 - d  # pads run from the last dimension back: (last's before, last's after, ...)
+            before = pads[2 * k] if 2 * k < len(pads) else 0
+            if before == 0 and node.shape[d] == src.shape[d]:
+                terms.append((c[d], sstr[d]))
+                continue
+            pos, last = f"({c[d].expr} - {before}LL)", src.shape[d] - 1
+            inside.append(f"({pos} >= 0LL && {pos} <= {last}LL)")
+            terms.append((Digit(f"({pos} < 0LL ? 0LL : {pos} > {last}LL ? {last}LL : {pos})", src.shape[d]), sstr[d]))
+        if any(n == 0 for n in src.shape):
+            raise Unsupported("padding an empty tensor")
+        loaded = self.value(node.args[0]["$"], self._index(terms))
+        if not inside:
+            return loaded
+        var = self.fresh()
+        self.emit(f"const float {var} = ({' && '.join(inside)}) ? {loaded} : {op_table.c_float(fill)};")
+        return var
 
     def _gather(self, node: OpNode, src: OpNode, ix: str) -> str:
         """``x[..., i, j, ...]`` with index tensors on neighbouring dims (nearest upsampling's, say): the

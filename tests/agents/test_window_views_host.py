@@ -1,5 +1,6 @@
-"""``Tensor.unfold`` (windows of a dimension as a new last one: a vision transformer's patches) is read through an
-index map inside the kernels, as slices and flips are, instead of stopping the plan. Each program is built for
+"""``Tensor.unfold`` (windows of a dimension as a new last one: a vision transformer's patches) and ``F.pad`` with a
+constant (Mamba's segment sums pad a cumulative sum) are read through index maps inside the kernels, as slices
+and flips are, instead of stopping the plan. Each program is built for
 the host and run against eager PyTorch on the CPU, as tests/agents/test_template_patterns_host.py runs its
 patterns."""
 
@@ -19,6 +20,7 @@ pytestmark = [pytest.mark.timeout(600),
 HEAD = """
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 """
 
 MODELS = {
@@ -53,21 +55,65 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # One before on the last dimension (Mamba's), then a cumulative sum and an exponential over it.
+    "pad-then-cumsum": """
+class Model(nn.Module):
+    def forward(self, a):
+        return torch.exp(torch.cumsum(F.pad(a[:, :, -1], (1, 0)), dim=-1) * 0.5)
+
+def get_inputs():
+    return [torch.randn(2, 3, 5, 4)]
+
+def get_init_inputs():
+    return []
+""",
+    # Two dimensions padded with a value on both sides, one cropped (a negative pad), inside a pointwise chain.
+    "pad-and-crop": """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(F.pad(x * 2.0, (2, 1, -1, 3), value=-1.5)) + 1.0
+
+def get_inputs():
+    return [torch.randn(2, 6, 5)]
+
+def get_init_inputs():
+    return []
+""",
+    # Padding as the last step, after a GEMM: a copy kernel of its own.
+    "linear-then-pad": """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 4)
+
+    def forward(self, x):
+        return F.pad(self.lin(x), (1, 2))
+
+def get_inputs():
+    return [torch.randn(5, 6)]
+
+def get_init_inputs():
+    return []
+""",
 }
+
+OP = {"pad-then-cumsum": "aten.constant_pad_nd.default", "pad-and-crop": "aten.constant_pad_nd.default",
+      "linear-then-pad": "aten.constant_pad_nd.default"}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_unfold_is_an_index_map_and_matches_eager(name, tmp_path, monkeypatch):
+def test_a_window_view_is_an_index_map_and_matches_eager(name, tmp_path, monkeypatch):
     from stitch_lsp.worker.trace_handler import trace_task
 
     source = HEAD + MODELS[name]
     reply = trace_task(source)
     assert reply.ok, reply.message
-    assert any(n.op == "aten.unfold.default" for n in reply.graph.nodes)
+    op = OP.get(name, "aten.unfold.default")
+    assert any(n.op == op for n in reply.graph.nodes)
     program = lower(reply.graph)
     assert program.covered, program.blocking_ops
     index = reply.graph.index()
     in_kernels = {n for step in program.steps if step.kernel is not None for n in step.nodes}
-    assert any(index[n].op == "aten.unfold.default" for n in in_kernels), [s.nodes for s in program.steps]
+    assert any(index[n].op == op for n in in_kernels), [s.nodes for s in program.steps]
     monkeypatch.setattr(host, "_driver", rows._driver)
     host.check_against_eager(source, program, ("random", "nan"), tmp_path)
