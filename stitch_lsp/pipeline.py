@@ -18,6 +18,8 @@ from stitch_lsp.op_graph import OpGraph
 class TensorSpec:
     shape: tuple[int, ...]
     dtype: str = "float32"  # torch dtype name without "torch."
+    # The element strides the user's program passed (a recording's): None where the tensor is contiguous.
+    strides: tuple[int, ...] | None = None
 
 
 @define

@@ -144,14 +144,24 @@ def _input_expressions(region: Region, shapes: ShapeResult) -> list[str]:
             inputs.append(shapes.scalars[n])
             continue
         spec = shapes.specs[n]
-        dims = ", ".join(str(d) for d in spec.shape)
-        if spec.dtype in ("int64", "int32"):
-            inputs.append(f"torch.randint(0, 16, ({dims}{',' if len(spec.shape) == 1 else ''}), dtype=torch.{spec.dtype})")
-        elif spec.dtype == "bool":
-            inputs.append(f"torch.rand({dims}) > 0.5")
-        else:
-            inputs.append(f"torch.randn({dims}, dtype=torch.{spec.dtype})")
+        inputs.append(_tensor_expression(spec.shape, spec.dtype, spec.strides))
     return inputs
+
+
+def _tensor_expression(shape: tuple[int, ...], dtype: str, strides: tuple[int, ...] | None = None) -> str:
+    """A random tensor of ``shape`` and ``dtype``; laid out with ``strides`` (the user's program passed a
+    transposed or sliced view there) over a buffer just large enough, so the candidate is judged and timed on the
+    layout it will meet."""
+    if strides is not None:
+        size = 1 + sum((d - 1) * st for d, st in zip(shape, strides) if d > 0)
+        base = _tensor_expression((size,), dtype)
+        return f"{base}.as_strided({tuple(shape)!r}, {tuple(strides)!r})"
+    dims = ", ".join(str(d) for d in shape)
+    if dtype in ("int64", "int32"):
+        return f"torch.randint(0, 16, ({dims}{',' if len(shape) == 1 else ''}), dtype=torch.{dtype})"
+    if dtype == "bool":
+        return f"torch.rand({dims}) > 0.5"
+    return f"torch.randn({dims}, dtype=torch.{dtype})"
 
 
 def _reference_source(region: Region, shapes: ShapeResult, imports: list[str], definitions: list[str],

@@ -36,11 +36,25 @@ class Prepared:
         return "; ".join(seen)
 
 
+def laid_out(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The recorded strides where they differ from the contiguous ones (a transposed or sliced tensor), else None.
+    Dimensions of one element have no stride that matters."""
+    if not strides or len(strides) != len(shape):
+        return None
+    expected, step = [], 1
+    for d in reversed(shape):
+        expected.append(step)
+        step *= max(d, 1)
+    expected.reverse()
+    differs = any(st != ex for st, ex, d in zip(strides, expected, shape) if d > 1)
+    return tuple(strides) if differs and all(st >= 0 for st in strides) else None
+
+
 def recorded_shapes(found: Lookup) -> shape_sources.ShapeResult:
     out = shape_sources.ShapeResult()
     where = found.where()
     for name, (shape, dtype) in found.specs.items():
-        out.specs[name] = TensorSpec(shape, dtype)
+        out.specs[name] = TensorSpec(shape, dtype, laid_out(shape, found.strides.get(name)))
         out.sources[name] = where
     for name, value in found.scalars.items():
         out.scalars[name] = value

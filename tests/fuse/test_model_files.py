@@ -82,6 +82,22 @@ def test_else_branch_that_never_ran_gets_its_inputs_from_the_enclosing_if(worksp
     assert tuple(out.shape) == (2, 4, 16, 16)
 
 
+def test_inputs_the_program_passed_transposed_keep_their_layout_in_the_task(workspace):
+    import torch
+
+    p = _prepare(workspace, "w = scaled(q @ k.transpose", "y = self.drop(w) @ v")
+    assert p.task is not None, p.problem
+    ns: dict = {"__name__": "stitch_task"}
+    exec(compile(p.task.source, "reference.py", "exec"), ns)
+    given = dict(zip(p.region.inputs, ns["get_inputs"]()))
+    for name in ("q", "k", "v"):  # `.view(...).transpose(1, 2)` in the program: not contiguous there
+        spec = p.shapes.specs[name]
+        assert spec.strides is not None and given[name].stride() == spec.strides, (name, spec)
+        assert not given[name].is_contiguous()
+        assert tuple(given[name].shape) == spec.shape
+    assert isinstance(_run_task(p.task.source), torch.Tensor)
+
+
 def test_config_built_submodules_moduledict_lambda_and_method(workspace):
     p = _prepare(workspace, "x = x + self.mix(self.norm(x))", "x = x + self.ffn(self._rms(x))")
     assert p.task is not None, p.problem
