@@ -249,6 +249,39 @@ def _scalar_inputs(model: Any, inputs: list[Any], task_source: str) -> dict[int,
     return scalars
 
 
+# Symbolic sizes cost sympy's simplification of every size expression: on a Swin transformer's window partitions
+# that ran past ten minutes where fixed sizes trace in three seconds. Past this many seconds the fixed-size trace
+# is taken (the candidate is then specialised to the task's shape, as fixed-size traces always are).
+SYMBOLIC_TRACE_S = 120.0
+
+
+class _TooSlow(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float):
+    """Interrupt the block after ``seconds`` (a ``SIGALRM`` timer; where there is none, or off the main thread,
+    the block runs to its end)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _TooSlow(f"symbolic tracing took over {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params: dict, buffers: dict,
                   tensor_positions: list[int], task_source: str) -> tuple[Any, bool]:
     """forward, functionalised and traced to aten with symbolic sizes (fake ones where that fails), and
@@ -279,7 +312,8 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
     errors: list[Exception] = []
     for mode, opaque in attempts:
         try:
-            with _as_on_cuda(), (recurrent_as_library_calls() if opaque else contextlib.nullcontext()):
+            with _as_on_cuda(), (recurrent_as_library_calls() if opaque else contextlib.nullcontext()), \
+                    (_deadline(SYMBOLIC_TRACE_S) if mode == "symbolic" else contextlib.nullcontext()):
                 gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode=mode)(*flat)
             return gm, mode == "symbolic"
         except Exception as exc:
