@@ -312,3 +312,15 @@ def test_no_gpu_stops_the_loop_after_one_round(fake_api, settings, key, task, pl
     assert outcome.failure == "no_gpu" and len(api.requests) == 1
     assert "No CUDA device" in outcome.message
     assert outcome.verdict.status is VerdictStatus.NO_GPU and outcome.kept is not None
+
+
+def test_the_task_text_tells_the_coder_which_inputs_arrive_transposed():
+    """A recording saw q as a transposed view: the Coder is told, so its kernel does not index q as contiguous."""
+    from stitch_lsp.coders.llm.prompt import task_text
+    from stitch_lsp.pipeline import Task, TensorSpec
+
+    task = Task(name="attn", source="class Model: ...", shape_source="recorded (model.py, line 62)",
+                inputs=[TensorSpec((2, 4, 16, 16), "float32", (1024, 16, 64, 1)), TensorSpec((2, 16, 64))])
+    text = task_text(task)
+    assert "2x4x16x16 float32 (not contiguous: strides 1024, 16, 64, 1)" in text
+    assert "2x16x64 float32," not in text and text.count("not contiguous") == 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from stitch_lsp.coders.llm.reply import KERNEL_FILE, code_blocks
-from stitch_lsp.pipeline import Plan, Task
+from stitch_lsp.pipeline import Plan, Task, TensorSpec
 from stitch_lsp.skills import coder_rules, cuda_guide
 
 CACHE = {"type": "ephemeral"}
@@ -46,10 +46,17 @@ def system_blocks() -> list[dict[str, Any]]:
 def task_text(task: Task) -> str:
     lines = [f"# Task: {task.name}", ""]
     if task.inputs:
-        shapes = ", ".join(f"{'x'.join(map(str, spec.shape)) or 'scalar'} {spec.dtype}" for spec in task.inputs)
+        shapes = ", ".join(_input_text(spec) for spec in task.inputs)
         lines += [f"Inputs (from {task.shape_source or 'the task'}): {shapes}", ""]
     lines += ["Reference (PyTorch):", "```python", task.source.rstrip(), "```"]
     return "\n".join(lines)
+
+
+def _input_text(spec: TensorSpec) -> str:
+    text = f"{'x'.join(map(str, spec.shape)) or 'scalar'} {spec.dtype}"
+    if spec.strides is not None:  # the user's program passes a transposed or sliced view: kernels must not assume
+        text += f" (not contiguous: strides {', '.join(map(str, spec.strides))})"
+    return text
 
 
 def plan_text(plan: Plan | None) -> str:
