@@ -9,6 +9,7 @@ run's to show (tests/fuse/test_fuse_gpu.py); everything around them is checked h
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.coders.template import lower  # noqa: E402
+from stitch_lsp.coders.template import binding, lower  # noqa: E402
 from stitch_lsp.coders.template.program import program_data  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,20 +157,13 @@ def _run_kernel(step: dict, source: str, env: dict, tmp: Path) -> None:
         env[o] = data.view(t.dtype).reshape(t.shape) if t.dtype != torch.bool else data.bool().reshape(t.shape)
 
 
+# The generated module's own runtime (how a step's argument spec is read), run here on the host's device.
+_RUNTIME: dict = {"torch": torch, "json": json}
+exec(binding._RUNTIME, _RUNTIME)
+
+
 def _value(v, env):
-    if isinstance(v, dict):
-        if "$" in v:
-            return env[v["$"]]
-        if "$dtype" in v:
-            return getattr(torch, v["$dtype"])
-        if "$memory_format" in v:
-            return getattr(torch, v["$memory_format"])
-        if "$device" in v:
-            return torch.device("cpu")
-        return {k: _value(x, env) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_value(x, env) for x in v]
-    return v
+    return _RUNTIME["_value"](v, env, torch.device("cpu"))
 
 
 def _run_program(prog: dict, tensors: list, tmp: Path):
