@@ -402,13 +402,13 @@ def split_tail(group: Group, index: dict[str, OpNode], rows: int | None = None) 
 
 
 def group_numel(group: Group, index: dict[str, OpNode]) -> int:
-    return max((index[n].numel for n in group.nodes), default=0)
+    return max((index[n].numel for n in group.outputs), default=0)
 
 
 def _fused_kind(group: Group, index: dict[str, OpNode], klass: dict[str, str]) -> str:
     kinds = {klass[n] for n in group.nodes}
     if kinds <= {"view"}:
-        copies = any(index[n].op in op_table.COPYING_VIEW_OPS for n in group.outputs)
+        copies = any(index[n].op in op_table.COPYING_VIEW_OPS for n in group.nodes)
         return "pointwise" if copies else "view"
     if "window" in kinds:
         return "window"

@@ -149,6 +149,21 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+""",    # A concatenation whose result is only reshaped into an output: a copy inside a group of views.
+    "cat-then-reshape": """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 4)
+
+    def forward(self, x, y):
+        return self.lin(x), torch.cat([x, y], 1).reshape(-1)
+
+def get_inputs():
+    return [torch.randn(3, 6), torch.randn(3, 4)]
+
+def get_init_inputs():
+    return []
 """,
 }
 
@@ -156,7 +171,7 @@ def get_init_inputs():
 PAD, UNFOLD = "aten.constant_pad_nd.default", "aten.unfold.default"
 OP = {"patches-then-linear": UNFOLD, "overlapping-windows": UNFOLD, "pad-then-cumsum": PAD, "pad-and-crop": PAD,
       "linear-then-pad": PAD, "conv-then-cat": "aten.cat.default", "linear-then-flip": "aten.flip.default",
-      "linear-then-repeat": "aten.repeat.default"}
+      "linear-then-repeat": "aten.repeat.default", "cat-then-reshape": "aten.cat.default"}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
