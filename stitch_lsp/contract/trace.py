@@ -18,6 +18,9 @@ class TraceRequest:
     init: str = ""
     # Forward's tensor inputs as [shape, dtype] instead of get_inputs()'s; None for the task's own.
     inputs: list[tuple[list[int], str]] | None = None
+    # Sizes as symbols (one graph for every shape), else fixed at these shapes: several times faster on deep
+    # nets, for a trace whose program serves one call's shapes.
+    symbolic: bool = True
 
 
 @define

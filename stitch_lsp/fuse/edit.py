@@ -39,7 +39,7 @@ def loader_source() -> str:
 
 def loader_import(package: bool) -> str:
     """The generated module's import of the copied loader (beside it in a package, or on the path)."""
-    names = "load_kernel, load_triton"
+    names = "load_kernel, load_triton, prefetch_kernels"
     return f"from .{LOADER_MODULE} import {names}" if package else f"from {LOADER_MODULE} import {names}"
 
 

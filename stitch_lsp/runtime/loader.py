@@ -40,8 +40,8 @@ import torch
 
 LOADER_VERSION = "1"
 
-__all__ = ["Kernel", "KernelCompileError", "CompileDiagnostic", "load_kernel", "load_triton", "compile_records",
-           "cache_dir"]
+__all__ = ["Kernel", "KernelCompileError", "CompileDiagnostic", "load_kernel", "load_triton", "prefetch_kernels",
+           "compile_records", "cache_dir"]
 
 
 @dataclass
@@ -297,9 +297,7 @@ def load_kernel(source: str, name: str, *, options: Sequence[str] = (), filename
     device = torch.cuda.current_device() if device is None else device
     start = time.perf_counter()
     arch = _arch(device)
-    key_src = json.dumps([LOADER_VERSION, source, name, filename, first_line, _options(arch, options),
-                          torch.version.cuda])
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
+    key = _cache_key(source, name, filename, first_line, arch, options)
     source_sha = hashlib.sha256(source.encode()).hexdigest()[:16]
     with _LOCK:
         memo_key = f"{key}:{device}"
@@ -307,7 +305,12 @@ def load_kernel(source: str, name: str, *, options: Sequence[str] = (), filename
             kernel = _KERNELS[memo_key]
             _RECORDS.append(kernel._record(time.perf_counter() - start, "memory"))
             return kernel
-        cubin, mangled, log, cached = _from_disk(key)
+        prefetched = _PREFETCHED.pop(key, None)
+        if prefetched:
+            cubin, mangled, log, share = prefetched
+            cached, start = "", start - share
+        else:
+            cubin, mangled, log, cached = _from_disk(key)
         if not cubin:
             cubin, mangled, log = compile_cubin(source, name, arch=arch, options=options, filename=filename,
                                                 first_line=first_line)
@@ -319,6 +322,64 @@ def load_kernel(source: str, name: str, *, options: Sequence[str] = (), filename
         _KERNELS[memo_key] = kernel
         _RECORDS.append(kernel._record(time.perf_counter() - start, cached))
         return kernel
+
+
+def _cache_key(source: str, name: str, filename: str, first_line: int, arch: str, options: Sequence[str]) -> str:
+    key_src = json.dumps([LOADER_VERSION, source, name, filename, first_line, _options(arch, options),
+                          torch.version.cuda])
+    return hashlib.sha256(key_src.encode()).hexdigest()[:32]
+
+
+# Compiled by ``prefetch_kernels`` and not loaded yet: key -> (cubin, lowered name, log, its share of the wall
+# time the batch took, which its load's record counts as compile time).
+_PREFETCHED: dict[str, tuple[bytes, str, str, float]] = {}
+
+
+def prefetch_kernels(kernels: Sequence[tuple[str, str]], *, options: Sequence[str] = (), device: int | None = None,
+                     workers: int | None = None) -> int:
+    """Compile the ``(source, name)`` kernels that are in neither cache, on several threads at once, so the
+    ``load_kernel`` calls that follow (in launch order) only load them. Returns how many were compiled.
+
+    A program of a hundred kernels otherwise compiles them one after another at its first call; NVRTC
+    compiles separate programs concurrently and ctypes lets go of the GIL while it does. A kernel that
+    fails to compile is left for its ``load_kernel`` to report, at the step that launches it.
+    """
+    if not torch.cuda.is_available():
+        return 0
+    device = torch.cuda.current_device() if device is None else device
+    arch = _arch(device)
+    todo: dict[str, tuple[str, str]] = {}
+    for source, name in kernels:
+        key = _cache_key(source, name, f"{name}.cu", 1, arch, options)
+        if key in todo or key in _PREFETCHED or f"{key}:{device}" in _KERNELS:
+            continue
+        if (cache_dir() / key).with_suffix(".cubin").exists():
+            continue
+        todo[key] = (source, name)
+    if len(todo) < 2:
+        return 0  # one kernel compiles as fast on the caller's thread
+
+    def build(item: tuple[str, tuple[str, str]]) -> None:
+        key, (source, name) = item
+        try:
+            cubin, mangled, log = compile_cubin(source, name, arch=arch, options=options)
+        except Exception:  # noqa: BLE001 - load_kernel compiles it again and raises where it is launched
+            return
+        _to_disk(key, cubin, mangled, log)
+        done[key] = (cubin, mangled, log)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    done: dict[str, tuple[bytes, str, str]] = {}
+    began = time.perf_counter()
+    workers = workers or min(len(todo), os.cpu_count() or 1, 16)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stitch-nvrtc") as pool:
+        list(pool.map(build, todo.items()))
+    share = (time.perf_counter() - began) / len(todo)
+    with _LOCK:
+        for key, compiled in done.items():
+            _PREFETCHED[key] = (*compiled, share)
+    return len(todo)
 
 
 def _from_disk(key: str) -> tuple[bytes, str, str, str]:

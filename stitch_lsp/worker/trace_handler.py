@@ -144,15 +144,16 @@ def _build_model(module: Any, args: Any, kwargs: dict) -> Any:
 
 
 def trace_task(task_source: str, init: tuple[tuple, dict] | None = None,
-               inputs: list[tuple[list[int], str]] | None = None) -> TraceReply:
+               inputs: list[tuple[list[int], str]] | None = None, symbolic: bool = True) -> TraceReply:
     """``init``: constructor arguments (args, kwargs) instead of the task's ``get_init_inputs()``;
     ``inputs``: forward's inputs as (shape, dtype) instead of ``get_inputs()``'s (a fused module built with
-    other arguments is traced again this way, at the shapes it is called with)."""
+    other arguments is traced again this way, at the shapes it is called with); ``symbolic``: False traces
+    with fixed sizes only."""
     import torch
 
     # As a worker traces (autograd on, outside torch.inference_mode), whatever the caller's forward runs under.
     with torch.inference_mode(False), torch.enable_grad():
-        return _trace(task_source, init, inputs)
+        return _trace(task_source, init, inputs, symbolic)
 
 
 class _Refused(Exception):
@@ -160,7 +161,7 @@ class _Refused(Exception):
 
 
 def _trace(task_source: str, init: tuple[tuple, dict] | None,
-           specs: list[tuple[list[int], str]] | None) -> TraceReply:
+           specs: list[tuple[list[int], str]] | None, symbolic: bool = True) -> TraceReply:
     import torch
 
     try:
@@ -170,7 +171,8 @@ def _trace(task_source: str, init: tuple[tuple, dict] | None,
         tensor_positions = [i for i in range(len(inputs)) if i not in scalars]
         params = dict(model.named_parameters())
         buffers = dict(model.named_buffers())
-        gm, symbolic = _graph_module(model, inputs, scalars, params, buffers, tensor_positions, task_source)
+        gm, symbolic = _graph_module(model, inputs, scalars, params, buffers, tensor_positions, task_source,
+                                     symbolic)
     except _Refused as refused:
         return TraceReply(ok=False, message=str(refused))
 
@@ -283,7 +285,7 @@ def _deadline(seconds: float):
 
 
 def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params: dict, buffers: dict,
-                  tensor_positions: list[int], task_source: str) -> tuple[Any, bool]:
+                  tensor_positions: list[int], task_source: str, symbolic: bool = True) -> tuple[Any, bool]:
     """forward, functionalised and traced to aten with symbolic sizes (fake ones where that fails), and
     whether the sizes are symbolic."""
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -309,6 +311,8 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
     attempts = [("symbolic", True), ("fake", True)]
     if has_recurrent_module(model):
         attempts += [("symbolic", False), ("fake", False)]
+    if not symbolic:
+        attempts = [a for a in attempts if a[0] != "symbolic"]
     errors: list[Exception] = []
     for mode, opaque in attempts:
         try:
@@ -319,7 +323,7 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
         except Exception as exc:
             errors.append(exc)
     # What the fake-size trace met says most (the symbolic one fails first on sizes alone).
-    why = state_problem(model, task_source, reads=True) or plain_trace_error(errors[1])
+    why = state_problem(model, task_source, reads=True) or plain_trace_error(errors[1 if symbolic else 0])
     raise _Refused(f"tracing Model.forward failed: {why}")
 
 
@@ -419,7 +423,7 @@ def trace_request(request: TraceRequest) -> TraceReply:
 
     init = ast.literal_eval(request.init) if request.init else None
     inputs = [(list(shape), dtype) for shape, dtype in request.inputs] if request.inputs is not None else None
-    return trace_task(request.task_source, init=init, inputs=inputs)
+    return trace_task(request.task_source, init=init, inputs=inputs, symbolic=request.symbolic)
 
 
 def main() -> int:

@@ -83,3 +83,15 @@ def test_construction_draws_the_same_weights_as_the_reference(generated):
         torch.manual_seed(3)
         got = generated.ModelNew(*args).state_dict()
         assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_a_program_traced_again_serves_one_shape_and_is_traced_again_for_another(generated):
+    model = generated.ModelNew(41, 99, 5, 3.0)
+    first = _program(generated, model, 25, 41)
+    # Fixed sizes (no symbolic graph to re-lower): another batch is traced again, with the same constants.
+    assert model._stitch_fused.graph == "{}"
+    second = _program(generated, model, 27, 41)
+    (kernel,) = [s for s in second["steps"] if "kernel" in s]
+    assert [o[1] for o in kernel["outputs"]] == [[27, 19]]
+    assert "3.0f" in second["sources"][kernel["kernel"]]
+    assert _program(generated, model, 25, 41)["checks"] == first["checks"]

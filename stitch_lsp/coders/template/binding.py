@@ -20,7 +20,7 @@ from stitch_lsp.coders.template.program import program_data
 from stitch_lsp.pipeline import Task
 from stitch_lsp.serde import to_json
 
-LOADER_IMPORT = "from stitch_lsp.runtime.loader import load_kernel, load_triton"
+LOADER_IMPORT = "from stitch_lsp.runtime.loader import load_kernel, load_triton, prefetch_kernels"
 
 _RUNTIME = '''
 _KERNELS = {}
@@ -252,6 +252,10 @@ class _Prepared:
                                (step["grid"], 1, 1), (step["block"], 1, 1), None,
                                [getattr(torch, layouts[a]) if a in layouts else None for a in step["args"]],
                                step.get("shared", 0), step.get("team", 0), frozenset(step.get("zeroed", ())), step.get("least", 0)])
+        # Every CUDA kernel compiled at once on several threads, not one by one as the first call reaches it.
+        prefetch_kernels([(s[2], s[1]) for s in self.steps if s[0] == "kernel" and s[2] not in _KERNELS]
+                         + [(s[7][1], s[7][0]) for s in self.steps if s[0] == "layout" and s[7] is not None
+                            and s[7][1] not in _KERNELS])
 
     def __call__(self, tensors):
         device = tensors[0].device
@@ -395,7 +399,9 @@ class _Retraced(_Fused):
         return _Fused.__call__(self, *tensors)
 
     def data_for(self, tensors):
-        if self.baked is None:
+        # Traced with fixed sizes for one call's shapes: other shapes are traced again for themselves.
+        if self.baked is None or (self.graph == "{}" and [list(t.shape) for t in tensors]
+                                  != [shape for shape, _ in self.baked["checks"]]):
             self.retrace(tensors)
         return _Fused.data_for(self, tensors)
 
