@@ -2,7 +2,7 @@
 # Every GPU test group in one GPU-machine call, each under its own time limit, logs to $OUT.
 # Run from the repository root:  OUT=/tmp/out bash bench/gpu_checks.sh [GROUP...]
 # Groups: verify jobs llm bench analysis fuse fuse_lsp loader latency (default: all but fuse, fuse_lsp, loader),
-# and the narrower ones: timing attention scopes (the rule-scope sanitizer cases) models_nanoGPT models_minGPT
+# and the narrower ones: timing attention programs scopes (the rule-scope sanitizer cases) models_nanoGPT models_minGPT
 # (bench/models_fuse_gpu.sh, MODELS= the corpus' models folder carried with the checkout).
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"; cd "$ROOT"
@@ -34,6 +34,8 @@ for g in $GROUPS_TO_RUN; do
     loader)   run_tests loader 60 tests/verify/test_loader_gpu.py ;;
     timing)   run_tests timing 120 tests/verify/test_timing_gpu.py ;;
     attention) run_tests attention 300 tests/agents/test_attention_precision_gpu.py ;;
+    # Kernels compiled together before a program's first call; recurrent modules as one library call.
+    programs) run_tests programs 240 tests/agents/test_kernel_prefetch_gpu.py tests/agents/test_recurrent_library_calls_gpu.py ;;
     scopes)   run_tests scopes 150 tests/analysis/test_rules_on_gpu.py -k scope_hazard ;;
     models_*) OUT="$O/models" FOLDERS="${g#models_}" timeout 300 bash bench/models_fuse_gpu.sh > "$O/${g}.log" 2>&1
               echo "== $g: rc=$?"; tail -15 "$O/${g}.log" ;;

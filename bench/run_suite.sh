@@ -95,7 +95,10 @@ echo "stitch bench exited with $STATUS"
 } > "$RESULTS/$FILES.txt"
 [ -f "$RUN_DIR/report.json" ] && cp "$RUN_DIR/report.json" "$RESULTS/$FILES.json"
 cp "$RUN_DIR/progress.log" "$RESULTS/$FILES.log"
-tar --exclude="*.ncu-rep" --exclude="*.so" --exclude="*.o" --exclude="*.cubin" --exclude="*.fatbin" -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$FILES-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
+# The per-task work folders (every candidate's files again, and its plans) stay on the machine: the details
+# hold each candidate, and a whole level's folders pass the 15 MiB a file may take back.
+tar --exclude="*.ncu-rep" --exclude="*.so" --exclude="*.o" --exclude="*.cubin" --exclude="*.fatbin" \
+  --exclude="$(basename "$RUN_DIR")/work" -C "$(dirname "$RUN_DIR")" -czf "$RESULTS/$FILES-run.tar.gz" "$(basename "$RUN_DIR")" 2>/dev/null
 
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
