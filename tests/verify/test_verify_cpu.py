@@ -129,6 +129,18 @@ def test_reference_with_constant_output_is_unverifiable(verifier):
     assert v.status is VerdictStatus.UNVERIFIABLE and "near zero" in v.summary
 
 
+def test_a_reference_that_never_reads_its_inputs_is_verified_with_weights_drawn_anew(verifier):
+    ref = (CORPUS / "ref_input_free.py").read_text()
+    v = run(verifier, "honest_input_free.py", ref=ref)
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    assert [t.name.split("-")[0] for t in v.correctness.trials if t.kind == "random"] == ["weights"] * 5
+    assert any("draws the models' weights anew" in e for e in v.events)
+    # The answer computed once from the constructor's weights is what a test on inputs alone cannot catch.
+    cheat = run(verifier, "cheat_input_free_constant.py", ref=ref)
+    assert cheat.status is VerdictStatus.INCORRECT, cheat.summary
+    assert any(name.startswith("weights-") for name in failed(cheat))
+
+
 def test_abort_costs_one_worker(verifier):
     v = run(verifier, "crash_abort.py")
     assert v.status is VerdictStatus.CRASHED and "SIGABRT" in v.summary
