@@ -132,3 +132,29 @@ def test_a_forward_that_cannot_run_on_meta_gets_guessed_sizes():
     found, why = task_sizes(_module(TASK.format(body="return x[x > 0].sum().item() * x")))
     assert found is not None and not found.traced and "meta" in why
     assert found.output_bytes == found.input_bytes
+
+
+LSTM_TASK = """
+import torch, torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(64, 128, num_layers=3, batch_first=True, bidirectional=True)
+    def forward(self, x, h0, c0):
+        out, _ = self.lstm(x, (h0, c0))
+        return out[:, -1, :]
+def get_inputs():
+    return [torch.randn(8, 4096, 64), torch.randn(6, 8, 128), torch.randn(6, 8, 128)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_recurrent_module_is_sized_as_its_one_library_call_not_step_by_step():
+    found, why = task_sizes(_module(LSTM_TASK))
+    assert found is not None and found.traced and not why
+    assert found.output_tensor_bytes == [8 * 256 * 4]  # the last step of both directions
+    # The last layer's output for the whole sequence (8 x 4096 x 256 floats) and the states: the one call's
+    # outputs. Step by step (the module as written, on meta) holds every step's gates too: four times that.
+    whole = 8 * 4096 * 256 * 4
+    assert whole <= found.forward_peak_bytes < 1.1 * whole
