@@ -333,3 +333,52 @@ def test_small_outputs_that_carry_signal_are_verified_at_their_own_scale(verifie
 def test_outputs_that_are_rounding_noise_stay_unverifiable(verifier):
     v = small(verifier, NOISE, (CORPUS / "cheat_zeros.py").read_text().replace("zeros_like(x)", "zeros(x.shape[0])"))
     assert v.status is VerdictStatus.UNVERIFIABLE and "near zero" in v.summary
+
+
+L2_NORM = '''
+import torch
+import torch.nn as nn
+
+batch_size = 8
+dim = 16384
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x / torch.norm(x, p=2, dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+L2_NORM_HONEST = '''
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        a = x.float().numpy().astype(np.float64)
+        out = a / np.sqrt((a * a).sum(axis=1, keepdims=True))
+        return torch.from_numpy(out.astype(np.float32)).to(x.dtype)
+'''
+
+
+def test_small_bf16_outputs_that_carry_signal_are_verified_at_their_own_scale(verifier):
+    # In bf16 every value of this L2 norm is under bf16's atol (max ~0.013 against 0.02), and the reference
+    # agrees with float64 to bf16's own rounding, not to 1e-3 of its largest value: signal, so it is judged.
+    from stitch_lsp.task.precision import cast_source
+
+    ref = cast_source(L2_NORM, "bf16")  # as stitch bench --precision bf16 hands it over: inputs cast too
+    opts = dict(device="cpu", timing=False, use_cache=False, precision="bf16", second_shape=False)
+    honest = verifier.verify(ref, Candidate(module_source=L2_NORM_HONEST), VerifyOptions(**opts))
+    assert honest.status is VerdictStatus.CORRECT, honest.summary
+    assert any("compared at atol" in e for e in honest.events)
+    zeros = L2_NORM_HONEST.replace("out = a / np.sqrt((a * a).sum(axis=1, keepdims=True))", "out = a * 0")
+    cheat = verifier.verify(ref, Candidate(module_source=zeros), VerifyOptions(**opts))
+    assert cheat.status is VerdictStatus.INCORRECT, cheat.summary

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import torch
+
 from stitch_lsp.contract import memory_plan as mp
 from stitch_lsp.verdict import Accuracy, Float64Judgement, Trial
 from stitch_lsp.worker.verify import accuracy as acc
-from stitch_lsp.worker.verify.compare import compare, same_fingerprint
+from stitch_lsp.worker.verify.compare import compare, same_fingerprint, tensors
 from stitch_lsp.worker.verify.failures import Stop, is_cuda_fault, short
 from stitch_lsp.worker.verify.state import RunState
 
@@ -18,6 +20,9 @@ EAGER_ERROR_MULTIPLE = 2.0
 # Small outputs are compared at a scaled tolerance when the reference's float32 run is this close
 # to its float64 run, relative to its largest output: the values carry signal, not rounding noise.
 SMALL_OUTPUT_AGREEMENT = 1e-3
+# In a coarser dtype, this many units of its rounding (bf16: 3% of the largest output, fp16: 0.4%): a bf16
+# L2 norm's values carry their signal to bf16's own precision; rounding noise around 0 is off by about 100%.
+SMALL_OUTPUT_ROUNDING_UNITS = 4
 
 
 class Float64(RunState):
@@ -85,6 +90,7 @@ class Float64(RunState):
             with self.memory.within("rejudge"):
                 make = self.drawer(ref, seed)
                 ref_out = ref_model(*make())
+                agreement = _agreement(ref_out)
                 out64, _ = acc.float64_outputs(ref_model, make, self.sync)
                 gap = None if out64 is None else compare(ref_out, ref_out, 0.0, atol, max(1, self.chunk // 2),
                                                          ref64=out64).eager_max_abs
@@ -98,7 +104,7 @@ class Float64(RunState):
             return False
         finally:
             self.doing = doing
-        if gap is None or gap > SMALL_OUTPUT_AGREEMENT * peak:
+        if gap is None or gap > agreement * peak:
             return False
         self.atol_override = atol * peak
         self.events.append(f"every output is under the tolerance (max |out| {peak:.3g} <= atol {atol:.3g}) but the "
@@ -130,3 +136,12 @@ class Float64(RunState):
             self.accuracy = Accuracy(status="error", seed=self.first_seed,
                                      message=f"not measured: {short(exc, 240)}")
             self.memory.release()
+
+
+def _agreement(out: Any) -> float:
+    """How close to float64, relative to the largest output, the reference must be for its small outputs to
+    count as signal: SMALL_OUTPUT_AGREEMENT, or a few units of a coarser dtype's rounding."""
+    first = next((t for t in tensors(out) if t.is_floating_point()), None)
+    if first is None:
+        return SMALL_OUTPUT_AGREEMENT
+    return max(SMALL_OUTPUT_AGREEMENT, SMALL_OUTPUT_ROUNDING_UNITS * torch.finfo(first.dtype).eps)
