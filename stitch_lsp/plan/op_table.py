@@ -27,10 +27,12 @@ VIEW_OPS = {
     "aten.t.default", "aten.transpose.int", "aten.slice.Tensor", "aten.cat.default",
     "aten.lift_fresh_copy.default", "aten.contiguous.default", "aten.select.int", "aten.flip.default",
     "aten.repeat.default", "aten.index.Tensor", "aten.unfold.default", "aten.constant_pad_nd.default",
+    "aten.roll.default",
 }
 # Views that copy: every output element is an input element (or, padded, a constant), in new memory. Left to PyTorch at the
 # end of a graph they would be PyTorch work in the candidate's forward; written as a kernel they are a copy.
-COPYING_VIEW_OPS = {"aten.cat.default", "aten.flip.default", "aten.repeat.default", "aten.constant_pad_nd.default"}
+COPYING_VIEW_OPS = {"aten.cat.default", "aten.flip.default", "aten.repeat.default", "aten.constant_pad_nd.default",
+                    "aten.roll.default"}
 REDUCTION_OPS = {
     "aten.sum.dim_IntList": "sum", "aten.sum.default": "sum", "aten.mean.dim": "mean",
     "aten.mean.default": "mean", "aten.amax.default": "max", "aten.amin.default": "min",
@@ -241,9 +243,10 @@ TEMPLATES: dict[str, tuple[Any, Any]] = {
     "aten.clamp.default": _both(lambda d, a, k: _clamp(d, *clamp_bounds(a, k))),
     "aten.clamp_min.default": _both(lambda d, a, k: _clamp(d, a[1], None)),
     "aten.clamp_max.default": _both(lambda d, a, k: _clamp(d, None, a[1])),
-    # A tensor bound (a 0-d one from a decomposition, say): x below it takes it, NaN stays NaN.
-    "aten.clamp_min.Tensor": ("({a} < {b} ? {b} : {a})", None),
-    "aten.clamp_max.Tensor": ("({a} > {b} ? {b} : {a})", None),
+    # A tensor bound (a 0-d one from a decomposition, say): x below it takes it; NaN in x or in the bound gives
+    # NaN, as eager's does.
+    "aten.clamp_min.Tensor": ("(({b} != {b} || {a} < {b}) ? {b} : {a})", "tl.where(({b} != {b}) | ({a} < {b}), {b}, {a})"),
+    "aten.clamp_max.Tensor": ("(({b} != {b} || {a} > {b}) ? {b} : {a})", "tl.where(({b} != {b}) | ({a} > {b}), {b}, {a})"),
     "aten.maximum.default": ("(({a} != {a} || {a} > {b}) ? {a} : {b})",
                              "tl.maximum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"),
     "aten.minimum.default": ("(({a} != {a} || {a} < {b}) ? {a} : {b})",

@@ -151,6 +151,16 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return torch.pow(torch.sum(torch.pow(torch.abs(xf), ord), dims, keepdim=keepdim), 1.0 / ord)
 
 
+def clamp_tensor(x, min=None, max=None):
+    """``clamp`` with tensor bounds as its lower bound, then its upper one (each a pointwise template); min
+    above max gives max, as eager's clamp does."""
+    if min is not None:
+        x = torch.ops.aten.clamp_min.Tensor(x, min)
+    if max is not None:
+        x = torch.ops.aten.clamp_max.Tensor(x, max)
+    return x
+
+
 def _extreme_dim(value, position):
     # max / min over a dim as the value and its first position: two reductions the Coder fuses in one pass.
     return lambda x, dim, keepdim=False: (value(x, [dim], keepdim), position(x, dim, keepdim))
@@ -165,10 +175,18 @@ def decomposition_table() -> dict:
     table[aten.native_batch_norm.default] = batch_norm
     table[aten.linalg_vector_norm.default] = vector_norm
     table[aten.max.dim] = _extreme_dim(torch.amax, torch.argmax)
+    # Tensor bounds as the two one-sided clamps, each a pointwise template (aten's table turns those two into
+    # the two-sided one).
+    table[aten.clamp.Tensor] = clamp_tensor
+    table.pop(aten.clamp_min.Tensor, None)
+    table.pop(aten.clamp_max.Tensor, None)
     table[aten.min.dim] = _extreme_dim(torch.amin, torch.argmin)
     # Kept whole: PyTorch's own kernel draws the random numbers, so the candidate's match eager's.
     for kept in (aten.native_dropout.default, aten.dropout.default):
         table.pop(kept, None)
+    # Kept whole: an index map the kernels read through (a shifted window's cyclic shift), where its
+    # decomposition is an arange, an fmod and an index_select.
+    table.pop(aten.roll.default, None)
     table[aten.split_with_sizes.default] = split_with_sizes
     table[aten.split.Tensor] = split
     table[aten._softmax.default] = softmax

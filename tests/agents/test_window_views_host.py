@@ -3,6 +3,8 @@
 - ``Tensor.unfold`` (windows of a dimension as a new last one: a vision transformer's patches) and ``F.pad`` with a
   constant (Mamba's segment sums pad a cumulative sum) are read through index maps, as slices and flips are,
   instead of stopping the plan;
+- ``torch.roll`` (a shifted window's cyclic shift) likewise, kept whole by the trace instead of decomposed
+  into an arange, an fmod and an index_select;
 - a copy at the end of a graph (a concatenation of a convolution's output with the block's input, a flip or a
   repeat of a GEMM's output, a pad) is a kernel, not left to PyTorch: left there, the candidate's forward calls
   ``torch.cat`` and the Verifier's anti-hacking guard rightly calls that PyTorch work.
@@ -165,13 +167,55 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # A shifted window's cyclic shift (Swin), both ways, inside a pointwise chain: read through an index map.
+    "roll-shift-windows": """
+class Model(nn.Module):
+    def forward(self, x):
+        shifted = torch.roll(torch.tanh(x), shifts=(-2, -3), dims=(1, 2))
+        return torch.roll(shifted * 2.0 + 1.0, shifts=(2, 3), dims=(1, 2)) - x
+
+def get_inputs():
+    return [torch.randn(2, 7, 9, 3)]
+
+def get_init_inputs():
+    return []
+""",
+    # No dimension named: the flattened tensor rolls; a shift longer than the tensor wraps.
+    "roll-flattened": """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(torch.roll(x * 3.0, 40))
+
+def get_inputs():
+    return [torch.randn(3, 11)]
+
+def get_init_inputs():
+    return []
+""",
+    # A roll as the last step, after a GEMM: a copy kernel of its own.
+    "linear-then-roll": """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 6)
+
+    def forward(self, x):
+        return torch.roll(self.lin(x), shifts=(1, -2), dims=(0, -1))
+
+def get_inputs():
+    return [torch.randn(5, 8)]
+
+def get_init_inputs():
+    return []
+""",
 }
 
 # The op each case is about: it must run inside a kernel.
-PAD, UNFOLD = "aten.constant_pad_nd.default", "aten.unfold.default"
+PAD, UNFOLD, ROLL = "aten.constant_pad_nd.default", "aten.unfold.default", "aten.roll.default"
 OP = {"patches-then-linear": UNFOLD, "overlapping-windows": UNFOLD, "pad-then-cumsum": PAD, "pad-and-crop": PAD,
       "linear-then-pad": PAD, "conv-then-cat": "aten.cat.default", "linear-then-flip": "aten.flip.default",
-      "linear-then-repeat": "aten.repeat.default", "cat-then-reshape": "aten.cat.default"}
+      "linear-then-repeat": "aten.repeat.default", "cat-then-reshape": "aten.cat.default",
+      "roll-shift-windows": ROLL, "roll-flattened": ROLL, "linear-then-roll": ROLL}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

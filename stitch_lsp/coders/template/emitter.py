@@ -324,7 +324,8 @@ class Emitter(WindowValues, CatValues):
         if ix == "row":
             if src.numel == node.numel and op not in ("aten.permute.default", "aten.t.default", "aten.flip.default",
                                                        "aten.transpose.int", "aten.expand.default",
-                                                       "aten.unfold.default", "aten.constant_pad_nd.default"):
+                                                       "aten.unfold.default", "aten.constant_pad_nd.default",
+                                                       "aten.roll.default"):
                 return self.value(src_name, "row")
             raise Unsupported(f"{op_table.short(op)} of a per-row value")
         if op == "aten.expand.default":
@@ -373,6 +374,8 @@ class Emitter(WindowValues, CatValues):
             terms = [(Digit(f"({node.shape[d] - 1}LL - {c[d].expr})", node.shape[d]) if d in flipped and node.shape[d] > 1
                       else c[d], sstr[d]) for d in range(rank)]
             return self.value(src_name, self._index(terms))
+        if op == "aten.roll.default":
+            return self._roll(node, src, ix)
         if op == "aten.unfold.default":
             # Windows of ``size`` every ``step`` along ``dim``, the window's offset as a new last dimension.
             rank = len(src.shape)
@@ -396,6 +399,32 @@ class Emitter(WindowValues, CatValues):
         if src.numel != node.numel:
             raise Unsupported(f"{op_table.short(op)} changes the element count")
         return self.value(src_name, ix)
+
+    def _roll(self, node: OpNode, src: OpNode, ix: str) -> str:
+        """``torch.roll``: output element i along a rolled dimension of size n is the source's (i - shift) mod n;
+        with no dimensions named, the flattened tensor is rolled."""
+        shifts = node.args[1] if len(node.args) > 1 else []
+        dims = node.args[2] if len(node.args) > 2 else []
+        shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        if not dims:
+            n = src.numel
+            back = (-shifts[0]) % n if n else 0
+            if back == 0:
+                return self.value(node.args[0]["$"], ix)
+            flat = self._index([(c, s) for c, s in zip(self._coords(ix, node.shape),
+                                                       contiguous_strides(node.shape))])
+            return self.value(node.args[0]["$"], self._as_var(f"(({flat} + {back}LL) % {n}LL)"))
+        rank = len(src.shape)
+        back = {}
+        for shift, dim in zip(shifts, dims):
+            d = dim % rank
+            back[d] = (back.get(d, 0) - shift) % src.shape[d] if src.shape[d] else 0
+        c = self._coords(ix, node.shape)
+        sstr = contiguous_strides(src.shape)
+        terms = [(Digit(f"(({c[d].expr} + {back[d]}LL) % {src.shape[d]}LL)", src.shape[d]) if back.get(d) else c[d],
+                  sstr[d]) for d in range(rank)]
+        return self.value(node.args[0]["$"], self._index(terms))
 
     def _pad(self, node: OpNode, src: OpNode, ix: str) -> str:
         """``F.pad`` with a constant: the source element where the padded position falls inside it, else the
