@@ -16,7 +16,7 @@ intermediate is written only to be read back.
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Any, Callable
 
 from attrs import define, evolve, field
 
@@ -84,6 +84,9 @@ def simplify(graph: OpGraph) -> OpGraph:
                     and users.get(target) == [n.name]):
                 n = evolve(n, op=functional)
                 changed = True
+        if _keeps_elements_in_place(n, index, users):
+            n = evolve(n, op="aten.alias.default", args_json=json.dumps([{"$": n.refs()[0]}]), kwargs_json="{}")
+            changed = True
         how = op_table.REDUCTION_OPS.get(n.op)
         if how in ("sum", "mean", "max", "min", "prod") and n.dtype == index[n.refs()[0]].dtype:
             dims, src = reduction_dims(n, index)
@@ -95,6 +98,33 @@ def simplify(graph: OpGraph) -> OpGraph:
                 changed = True
         nodes.append(n)
     return evolve(graph, nodes=nodes) if changed else graph
+
+
+def _keeps_elements_in_place(n: OpNode, index: dict[str, OpNode], users: dict[str, list[str]]) -> bool:
+    """An ``as_strided`` that only restates a computed value's layout: the same sizes, no offset, and the strides
+    of a contiguous tensor wherever a size is over 1 (an adaptive pool's decomposition restrides its
+    ``[n, c, 1, 1]`` result that way). Every element stays where it is, so it is an alias; the in-place form only
+    where nothing else reads the value it restrides."""
+    if n.op not in ("aten.as_strided.default", "aten.as_strided_.default") or not n.refs():
+        return False
+    src = index.get(n.refs()[0])
+    args = json.loads(n.args_json)
+    if src is None or len(args) < 3 or (len(args) > 3 and args[3] not in (None, 0)):
+        return False
+    if n.op == "aten.as_strided_.default" and users.get(src.name) != [n.name]:
+        return False
+
+    def hint(v: Any) -> Any:
+        return v.get("hint") if isinstance(v, dict) else v
+
+    size, stride = [hint(v) for v in args[1]], [hint(v) for v in args[2]]
+    if tuple(size) != tuple(src.shape) or len(stride) != len(size):
+        return False
+    want, step = [], 1
+    for d in reversed(src.shape):
+        want.insert(0, step)
+        step *= d
+    return all(d == 1 or st == w for d, st, w in zip(size, stride, want))
 
 
 def _values_only_pools(graph: OpGraph, users: dict[str, list[str]], index: dict[str, OpNode]) -> dict[str, OpNode]:

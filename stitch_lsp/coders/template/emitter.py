@@ -24,8 +24,10 @@ from stitch_lsp.plan import op_table
 from stitch_lsp.plan.reduction_domain import Domain, broadcasts_per_row
 from stitch_lsp.op_graph import OpNode
 
-# The index of an element the kernel walks (``e{chunk}_{lane}``), as the kernel writers declare it.
-_ELEMENT = re.compile(r"e\d+_\d+")
+# The index of an element of the row the kernel walks, as the kernel writers declare it: ``e{chunk}_{lane}``,
+# or where a one-pass variance takes its shift and origin, the thread's first element of the row (``kq{slot}``)
+# and the row's first (``kr{slot}``). A per-row value read at any of them is the row's own.
+_ELEMENT = re.compile(r"e\d+_\d+|k[qr]\d+")
 
 
 class Emitter(WindowValues, CatValues):
