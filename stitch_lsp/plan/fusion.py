@@ -21,7 +21,7 @@ from typing import Any, Callable
 from attrs import define, evolve, field
 
 from stitch_lsp.plan import op_table, pooling
-from stitch_lsp.plan.reduction_domain import Domain, domain_of
+from stitch_lsp.plan.reduction_domain import Domain, contiguous_strides, domain_of
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 FUSIBLE = ("pointwise", "view", "reduction", "creation", "scan", "window")
@@ -120,11 +120,7 @@ def _keeps_elements_in_place(n: OpNode, index: dict[str, OpNode], users: dict[st
     size, stride = [hint(v) for v in args[1]], [hint(v) for v in args[2]]
     if tuple(size) != tuple(src.shape) or len(stride) != len(size):
         return False
-    want, step = [], 1
-    for d in reversed(src.shape):
-        want.insert(0, step)
-        step *= d
-    return all(d == 1 or st == w for d, st, w in zip(size, stride, want))
+    return all(d == 1 or st == w for d, st, w in zip(size, stride, contiguous_strides(tuple(src.shape))))
 
 
 def _values_only_pools(graph: OpGraph, users: dict[str, list[str]], index: dict[str, OpNode]) -> dict[str, OpNode]:

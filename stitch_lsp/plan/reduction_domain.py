@@ -61,13 +61,13 @@ class Domain:
         """C for the linear index of element ``j`` of row ``row`` (64-bit)."""
         if self.layout == "rows":
             return f"({row} * {self.row_len}LL + {j})" if self.rows > 1 else f"({j})"
-        strides = _strides(self.shape)
+        strides = contiguous_strides(self.shape)
         kept = [d for d, r in enumerate(self.reduced) if not r]
         red = [d for d, r in enumerate(self.reduced) if r]
         terms = []
         for dims, var in ((kept, row), (red, j)):
             sub = [self.shape[d] for d in dims]
-            sub_strides = _strides(tuple(sub))
+            sub_strides = contiguous_strides(tuple(sub))
             for k, d in enumerate(dims):
                 coord = f"{var}" if k == 0 else f"({var} % {sub[k] * sub_strides[k]}LL)"
                 if sub_strides[k] != 1:
@@ -77,7 +77,7 @@ class Domain:
 
     def element_py(self, row: int, j: int) -> int:
         """The same index, in Python (checks and host tests)."""
-        strides = _strides(self.shape)
+        strides = contiguous_strides(self.shape)
         kept = [d for d, r in enumerate(self.reduced) if not r]
         red = [d for d, r in enumerate(self.reduced) if r]
         total = 0
@@ -90,11 +90,11 @@ class Domain:
     def row_strides(self) -> tuple[int, ...]:
         """Per collapsed dim: the step of the row number (0 on reduced dims)."""
         kept = [s for s, r in zip(self.shape, self.reduced) if not r]
-        ks = list(_strides(tuple(kept)))
+        ks = list(contiguous_strides(tuple(kept)))
         return tuple(0 if r else ks.pop(0) for r in self.reduced)
 
 
-def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     out = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
         out[d] = out[d + 1] * shape[d + 1]
@@ -176,7 +176,7 @@ def broadcasts_per_row(src: tuple[int, ...], dst: tuple[int, ...], domain: Domai
     if pad < 0:
         return False
     full = (1,) * pad + tuple(src)
-    sstr = _strides(full)
+    sstr = contiguous_strides(full)
     b_strides = []
     for d, size in enumerate(dst):
         if full[d] == size:

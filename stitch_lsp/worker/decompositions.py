@@ -175,12 +175,12 @@ def decomposition_table() -> dict:
     table[aten.native_batch_norm.default] = batch_norm
     table[aten.linalg_vector_norm.default] = vector_norm
     table[aten.max.dim] = _extreme_dim(torch.amax, torch.argmax)
+    table[aten.min.dim] = _extreme_dim(torch.amin, torch.argmin)
     # Tensor bounds as the two one-sided clamps, each a pointwise template (aten's table turns those two into
     # the two-sided one).
     table[aten.clamp.Tensor] = clamp_tensor
     table.pop(aten.clamp_min.Tensor, None)
     table.pop(aten.clamp_max.Tensor, None)
-    table[aten.min.dim] = _extreme_dim(torch.amin, torch.argmin)
     # Kept whole: PyTorch's own kernel draws the random numbers, so the candidate's match eager's.
     for kept in (aten.native_dropout.default, aten.dropout.default):
         table.pop(kept, None)

@@ -10,7 +10,6 @@ softmax one.
 from __future__ import annotations
 
 import contextlib
-
 import weakref
 from types import ModuleType
 from typing import Any
@@ -96,17 +95,18 @@ def _meta_forward(model: Any, values: list[Any], held: set) -> tuple[Any, int]:
     512 steps. Should that call fail here, the module runs as written."""
     from stitch_lsp.worker.recurrent_ops import has_recurrent_module, recurrent_as_library_calls
 
-    ways = [recurrent_as_library_calls, contextlib.nullcontext] \
-        if isinstance(model, torch.nn.Module) and has_recurrent_module(model) else [contextlib.nullcontext]
-    for i, way in enumerate(ways):
-        tracker = _LiveBytes(held)
+    if isinstance(model, torch.nn.Module) and has_recurrent_module(model):
         try:
-            with torch.device("meta"), torch.no_grad(), way(), tracker:
-                return model(*values), tracker.peak
-        except Exception:  # noqa: BLE001 - the last way's error is the caller's
-            if i == len(ways) - 1:
-                raise
-    raise AssertionError("unreachable")
+            return _meta_run(model, values, held, recurrent_as_library_calls())
+        except Exception:  # noqa: BLE001 - run as written below
+            pass
+    return _meta_run(model, values, held, contextlib.nullcontext())
+
+
+def _meta_run(model: Any, values: list[Any], held: set, calls: Any) -> tuple[Any, int]:
+    tracker = _LiveBytes(held)
+    with torch.device("meta"), torch.no_grad(), calls, tracker:
+        return model(*values), tracker.peak
 
 
 def task_sizes(ref: ModuleType) -> tuple[TaskSizes | None, str]:

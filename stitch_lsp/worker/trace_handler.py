@@ -312,7 +312,8 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
         args = tuple(scalars[i] if i in scalars else next(given) for i in range(len(inputs)))
         return functional_call(model, state, args)
 
-    # Parameters as plain tensors, so their sizes are symbolic too (a model built for other sizes fits).
+    # Parameters as plain tensors, so their sizes are symbolic too (a model built for other sizes fits), up to
+    # FIXED_STATE_OVER of them.
     flat = [p.detach() for p in params.values()] + list(buffers.values()) + [inputs[i] for i in tensor_positions]
     # Symbolic sizes where tracing allows them, else fake ones; a recurrent module as one call, else (should this
     # torch refuse the opaque op) step by step as written.
@@ -321,7 +322,7 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
         attempts += [("symbolic", False), ("fake", False)]
     if not symbolic:
         attempts = [a for a in attempts if a[0] != "symbolic"]
-    errors: list[Exception] = []
+    errors: list[tuple[str, Exception]] = []
     for mode, opaque in attempts:
         try:
             args = _fixed_state(flat, n_state) if mode == "symbolic" and n_state > FIXED_STATE_OVER else flat
@@ -330,9 +331,9 @@ def _graph_module(model: Any, inputs: list[Any], scalars: dict[int, Any], params
                 gm = make_fx(functionalize(run), decomposition_table=decomposition_table(), tracing_mode=mode)(*args)
             return gm, mode == "symbolic"
         except Exception as exc:
-            errors.append(exc)
+            errors.append((mode, exc))
     # What the fake-size trace met says most (the symbolic one fails first on sizes alone).
-    why = state_problem(model, task_source, reads=True) or plain_trace_error(errors[1 if symbolic else 0])
+    why = state_problem(model, task_source, reads=True) or plain_trace_error(next(e for m, e in errors if m == "fake"))
     raise _Refused(f"tracing Model.forward failed: {why}")
 
 

@@ -10,7 +10,7 @@ import torch
 from stitch_lsp.contract import memory_plan as mp
 from stitch_lsp.verdict import Accuracy, Float64Judgement, Trial
 from stitch_lsp.worker.verify import accuracy as acc
-from stitch_lsp.worker.verify.compare import compare, same_fingerprint, tensors
+from stitch_lsp.worker.verify.compare import compare, tensors
 from stitch_lsp.worker.verify.failures import Stop, is_cuda_fault, short
 from stitch_lsp.worker.verify.state import RunState
 
@@ -80,9 +80,7 @@ class Float64(RunState):
         largest value, the outputs are compared at ``atol`` scaled by that value (as if normalised to 1);
         when it does not (a mean of normalised values: rounding noise around 0), nothing can be proven."""
         peak = max((p for p, _ in self.ref_seen), default=0.0)
-        prints = [fp for _, fp in self.ref_seen]
-        constant = len(prints) > 1 and all(same_fingerprint(prints[0], fp) for fp in prints[1:])
-        if not 0.0 < peak <= atol or constant or not mp.runs(self.plan, "rejudge"):
+        if not 0.0 < peak <= atol or self.same_for_every_seed() or not mp.runs(self.plan, "rejudge"):
             return False
         self.ctx.progress("checking", "small outputs: the reference against float64", 40)
         doing, self.doing = self.doing, "checking the reference's small outputs against float64"

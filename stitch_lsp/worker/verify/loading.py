@@ -16,7 +16,7 @@ from stitch_lsp.worker.basic_handlers import describe_device
 from stitch_lsp.worker.memory_phases import PhaseMemory, make_plan
 from stitch_lsp.worker.modules import import_file
 from stitch_lsp.worker.verify.failures import Stop, short
-from stitch_lsp.worker.verify.state import RunState
+from stitch_lsp.worker.verify.state import RunState, copy_state
 
 INIT_SEED = 1234
 _PRECISION_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -153,16 +153,7 @@ class Loading(RunState):
     def copy_weights(self, ref_model: Any, cand_model: Any) -> None:
         if not isinstance(ref_model, torch.nn.Module) or not isinstance(cand_model, torch.nn.Module):
             return
-        ref_state = ref_model.state_dict()
-        copied, skipped = 0, []
-        with torch.no_grad():
-            for name, value in cand_model.state_dict().items():
-                src = ref_state.get(name)
-                if src is not None and src.shape == value.shape:
-                    value.copy_(src)
-                    copied += 1
-                else:
-                    skipped.append(name)
+        copied, skipped = copy_state(ref_model.state_dict(), cand_model)
         if copied or skipped:
             self.events.append(f"weights copied from the reference by name: {copied}"
                                + (f"; not in the reference (left as initialised): {', '.join(skipped[:8])}"

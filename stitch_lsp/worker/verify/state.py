@@ -27,6 +27,7 @@ from stitch_lsp.verdict import (
 from stitch_lsp.worker import inputs as inp
 from stitch_lsp.worker.memory_phases import PhaseMemory
 from stitch_lsp.worker.modules import compile_failure, is_compile_error
+from stitch_lsp.worker.verify.compare import same_fingerprint
 from stitch_lsp.worker.verify.failures import Stop, is_cuda_fault, is_oom, short, where
 
 
@@ -116,6 +117,11 @@ class RunState:
     def atol(self) -> float | None:
         return self.opts.atol if self.atol_override is None else self.atol_override
 
+    def same_for_every_seed(self) -> bool:
+        """The reference's output was the same for every seed drawn so far (by fingerprint)."""
+        prints = [fp for _, fp in self.ref_seen]
+        return len(prints) > 1 and all(same_fingerprint(prints[0], fp) for fp in prints[1:])
+
     def draw(self, ref: Any, seed: int) -> list[Any]:
         try:
             return inp.draw(ref, seed, self.device)
@@ -129,3 +135,18 @@ class RunState:
         if case:
             return lambda: inp.adversarial(self.draw(ref, seed), case, seed, self.chunk)
         return lambda: self.draw(ref, seed)
+
+
+def copy_state(state: dict[str, Any], model: Any) -> tuple[int, list[str]]:
+    """``state``'s tensors copied by name into ``model``'s where the shapes agree (in place: on its device, in its
+    dtype); how many were copied, and the names of ``model``'s left as they were."""
+    copied, skipped = 0, []
+    with torch.no_grad():
+        for name, value in model.state_dict().items():
+            src = state.get(name)
+            if src is not None and src.shape == value.shape:
+                value.copy_(src)
+                copied += 1
+            else:
+                skipped.append(name)
+    return copied, skipped

@@ -17,7 +17,7 @@ from stitch_lsp.worker.verify.compare import (compare, count_finite, fingerprint
                                              tolerance, values_only)
 from stitch_lsp.worker.verify.failures import Stop, is_cuda_fault, is_oom, short
 from stitch_lsp.worker.verify.float64 import Float64
-from stitch_lsp.worker.verify.state import random_seed
+from stitch_lsp.worker.verify.state import copy_state, random_seed
 
 MIN_TRIALS = 5
 # An adversarial trial with finite inputs is judged only where the reference's output is finite (it can
@@ -150,24 +150,26 @@ class Trials(Float64):
         return self.settle(Correctness(trials=self.trials, atol=atol, rtol=rtol, dtype=dtype,
                                        not_checked=self.not_checked))
 
-    def random_trials(self, ref: Any, ref_model: Any, cand_model: Any, seeds: list[int]) -> torch.Tensor | None:
-        """The seeded trials; returns the first output tensor (its dtype sets the tolerance)."""
+    def random_trials(self, ref: Any, ref_model: Any, cand_model: Any, seeds: list[int],
+                      draw_weights: bool = False) -> torch.Tensor | None:
+        """The seeded trials; returns the first output tensor (its dtype sets the tolerance). ``draw_weights``:
+        each seed also draws both models' weights anew (``weights_drawn_trials``)."""
         first: torch.Tensor | None = None
-        self.doing = "running the trials"
+        also = ", weights drawn anew" if draw_weights else ""
+        self.doing = "running the trials" + also
         for i, seed in enumerate(seeds):
-            self.ctx.progress("checking", f"trial {i + 1} of {len(seeds)}", 20 + int(30 * i / len(seeds)))
-            trial, ref_out = self.trial(f"seed-{seed}", "random", ref_model, cand_model, self.drawer(ref, seed),
-                                        i % 2 == 0)
+            self.ctx.progress("checking", f"trial {i + 1} of {len(seeds)}{also}", 20 + int(30 * i / len(seeds)))
+            if draw_weights:
+                self.load_drawn_weights(ref, seed, (ref_model, cand_model))
+            trial, ref_out = self.trial(f"{'weights' if draw_weights else 'seed'}-{seed}", "random", ref_model,
+                                        cand_model, self.drawer(ref, seed), i % 2 == 0,
+                                        detail=f"weights drawn with seed {seed}" if draw_weights else "")
             self.trials.append(trial)
             first = first if first is not None else next(iter(tensors(ref_out)), None)
             # What the unverifiable check needs, not the output itself (a 6 GiB output per seed).
             self.ref_seen.append((peak_abs(ref_out, self.chunk), fingerprint(ref_out, self.chunk)))
             del ref_out
         return first
-
-    def same_for_every_seed(self) -> bool:
-        prints = [fp for _, fp in self.ref_seen]
-        return len(prints) > 1 and all(same_fingerprint(prints[0], fp) for fp in prints[1:])
 
     def weights_drawn_trials(self, ref: Any, ref_model: Any, cand_model: Any, seeds: list[int]) -> bool:
         """The reference's output is the same whatever its inputs (KernelBench has such tasks: a vision
@@ -180,16 +182,7 @@ class Trials(Float64):
         del self.trials[:], self.ref_seen[:]
         self.events.append("the reference's output is the same for every input drawn: each trial draws the "
                            "models' weights anew as well (the reference's constructor, seeded)")
-        self.doing = "running the trials with the weights drawn anew"
-        for i, seed in enumerate(seeds):
-            self.ctx.progress("checking", f"trial {i + 1} of {len(seeds)}, weights drawn anew",
-                              20 + int(30 * i / len(seeds)))
-            self.load_drawn_weights(ref, seed, (ref_model, cand_model))
-            trial, ref_out = self.trial(f"weights-{seed}", "random", ref_model, cand_model, self.drawer(ref, seed),
-                                        i % 2 == 0, detail=f"weights drawn with seed {seed}")
-            self.trials.append(trial)
-            self.ref_seen.append((peak_abs(ref_out, self.chunk), fingerprint(ref_out, self.chunk)))
-            del ref_out
+        self.random_trials(ref, ref_model, cand_model, seeds, draw_weights=True)
         return True
 
     def load_drawn_weights(self, ref: Any, seed: int, models: tuple[Any, ...]) -> None:
@@ -198,12 +191,8 @@ class Trials(Float64):
             drawn = ref.Model(*list(ref.get_init_inputs())).state_dict()
         except BaseException as exc:  # noqa: BLE001
             raise Stop(self.fail_from(exc, "building the reference again to draw other weights"))
-        with torch.no_grad():
-            for model in models:
-                for name, value in model.state_dict().items():
-                    src = drawn.get(name)
-                    if src is not None and src.shape == value.shape and value.is_floating_point():
-                        value.copy_(src)  # in place: on the device, in the model's dtype
+        for model in models:
+            copy_state(drawn, model)
 
     @staticmethod
     def settle(correctness: Correctness) -> Correctness:
@@ -222,8 +211,7 @@ class Trials(Float64):
         if peak <= atol:
             return (f"the reference's output is near zero for every seed (max |out| = {peak:.3g} <= atol {atol:.3g}): "
                     "any kernel returning zeros would pass, so nothing is proven")
-        prints = [fp for _, fp in self.ref_seen]
-        if len(prints) > 1 and all(same_fingerprint(prints[0], fp) for fp in prints[1:]):
+        if self.same_for_every_seed():
             return ("the reference's output is the same for every seed: it does not depend on the inputs, so a "
                     "kernel could hard-code it")
         return ""
