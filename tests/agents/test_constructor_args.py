@@ -85,13 +85,20 @@ def test_construction_draws_the_same_weights_as_the_reference(generated):
         assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
 
 
-def test_a_program_traced_again_serves_one_shape_and_is_traced_again_for_another(generated):
+def test_a_program_traced_again_is_fixed_for_its_first_shape_then_symbolic_for_the_rest(generated, monkeypatch):
+    from stitch_lsp.coders.template import program
+
+    traces = []
+    real = program.program_for_init
+    monkeypatch.setattr(program, "program_for_init",
+                        lambda *a, **k: traces.append(k["symbolic"]) or real(*a, **k))
     model = generated.ModelNew(41, 99, 5, 3.0)
-    first = _program(generated, model, 25, 41)
-    # Fixed sizes (no symbolic graph to re-lower): another batch is traced again, with the same constants.
-    assert model._stitch_fused.graph == "{}"
+    _program(generated, model, 25, 41)
+    assert model._stitch_fused.graph == "{}"  # fixed sizes: the fast trace, for the first call's shapes
     second = _program(generated, model, 27, 41)
     (kernel,) = [s for s in second["steps"] if "kernel" in s]
     assert [o[1] for o in kernel["outputs"]] == [[27, 19]]
-    assert "3.0f" in second["sources"][kernel["kernel"]]
-    assert _program(generated, model, 25, 41)["checks"] == first["checks"]
+    assert "3.0f" in second["sources"][kernel["kernel"]]  # the constructor's scale still, not the traced 2.0
+    third = _program(generated, model, 30, 41)  # re-lowered from the symbolic graph: no third trace
+    assert [o[1] for s in third["steps"] if "kernel" in s for o in s["outputs"]] == [[30, 19]]
+    assert traces == [False, True]

@@ -395,17 +395,19 @@ class _Retraced(_Fused):
 
     def __call__(self, *tensors):
         if self.baked is None:
-            self.retrace(tensors)
+            self.retrace(tensors, symbolic=False)
         return _Fused.__call__(self, *tensors)
 
     def data_for(self, tensors):
-        # Traced with fixed sizes for one call's shapes: other shapes are traced again for themselves.
-        if self.baked is None or (self.graph == "{}" and [list(t.shape) for t in tensors]
-                                  != [shape for shape, _ in self.baked["checks"]]):
-            self.retrace(tensors)
+        # First with fixed sizes, for the first call's shapes (several times faster on a deep net); called at
+        # another shape, once more with symbolic ones, re-lowered for every shape after.
+        if self.baked is None:
+            self.retrace(tensors, symbolic=False)
+        elif self.graph == "{}" and [list(t.shape) for t in tensors] != [s for s, _ in self.baked["checks"]]:
+            self.retrace(tensors, symbolic=True)
         return _Fused.data_for(self, tensors)
 
-    def retrace(self, tensors):
+    def retrace(self, tensors, symbolic):
         try:
             from stitch_lsp.coders.template.program import program_for_init
         except ImportError:
@@ -419,7 +421,7 @@ class _Retraced(_Fused):
         specs = [(list(t.shape), str(t.dtype).replace("torch.", "")) for _, t in inputs]
         self.baked, self.graph = program_for_init(_REFERENCE_SOURCE, self.args, self.kwargs, specs, roles,
                                                   _GEMM_MODE, sm=_sm(tensors[0]), conv_layout=_CONV_LAYOUT,
-                                                  attention=_ATTENTION)
+                                                  attention=_ATTENTION, symbolic=symbolic)
 
 
 def _describe(bound):

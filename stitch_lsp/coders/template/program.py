@@ -142,18 +142,19 @@ def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str |
 
 def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: list[tuple[list[int], str]],
                      roles: list[list[Any]], gemm_mode: str | None = None, sm: int = 90,
-                     conv_layout: str = "", attention: bool = True) -> tuple[dict[str, Any], str]:
+                     conv_layout: str = "", attention: bool = True,
+                     symbolic: bool = True) -> tuple[dict[str, Any], str]:
     """The reference traced again for a model built with other constructor arguments (which can change
     the graph's constants), at forward's ``inputs`` (shape, dtype); the program and the traced graph
-    (``"{}"``: the trace is of fixed sizes, several times faster than a symbolic one on a deep net, and the
-    binding traces again for another call's shapes).
+    (``"{}"`` where the sizes were fixed: ``symbolic=False``, several times faster on a deep net, for a program
+    that serves these shapes only).
 
     ``roles``: the inputs the fused call passes (``program_data``'s ``roles``); a model whose parameters
     and buffers differ from those with these arguments cannot be called that way, and is refused.
     """
     reply = _trace_in_child(TraceRequest(task_source=reference_source, init=_literal(tuple(args), dict(kwargs)),
                                          inputs=[(list(shape), dtype) for shape, dtype in inputs],
-                                         symbolic=False))
+                                         symbolic=symbolic))
     if not reply.ok or reply.graph is None:
         raise ValueError(f"this fused kernel could not be generated again for these constructor arguments "
                          f"({reply.message}); fuse again")
