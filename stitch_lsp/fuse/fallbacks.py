@@ -65,13 +65,26 @@ def _refused_or_slow(verdict: Verdict, what: str, slower: str = "") -> str:
     return ""
 
 
+def _slower_than_compile(verdict: Verdict) -> str:
+    """Why a passing GEMM-family candidate is worth timing with its GEMMs on cuBLAS although it beat eager:
+    ``torch.compile`` (which leaves fp32 GEMMs to cuBLAS and fuses around them) ran faster, its whole 95%
+    interval says so. "" otherwise."""
+    timing = verdict.timing
+    if not verdict.offerable or timing is None or timing.speedup_vs_compile is None:
+        return ""
+    ci = timing.speedup_vs_compile_ci
+    if ci and len(ci) == 2 and ci[1] is not None and ci[1] < 1.0:
+        return f"its kernel passed but ran at {timing.speedup_vs_compile:.2f}x torch.compile, which keeps the GEMM on cuBLAS"
+    return ""
+
+
 def gemm_fallback_reason(candidate: Candidate, verdict: Verdict, gemm: GemmOptions) -> str:
     """Why ``auto``'s choice of the GEMM family is tried again with the GEMMs on cuBLAS: its candidate
     did not pass, or passed slower than eager (whose GEMM is cuBLAS's). "" when it is not (an explicit
     ``triton`` keeps the family, pass or fail)."""
     if not (gemm.mode == "auto" and candidate.coder == "template" and uses_gemm_family(candidate)):
         return ""
-    return _refused_or_slow(verdict, "its kernel", ", slower than cuBLAS")
+    return _refused_or_slow(verdict, "its kernel", ", slower than cuBLAS") or _slower_than_compile(verdict)
 
 
 def layout_fallback_reason(candidate: Candidate, verdict: Verdict) -> str:
@@ -182,8 +195,9 @@ def _gemm_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, 
     library_only = bool(candidate.library_calls) and not candidate.blocking_ops
     if not candidate.fuses_anything and not (slow and verify_library_only and library_only):
         outcome.gemm_fallback = f"The GEMM family: {why}; with the GEMM left to cuBLAS nothing else is left to fuse"
-        if slow:
-            outcome.slower_than_library = True
+        timing = family_verdict.timing
+        if slow and timing is not None and (timing.speedup_vs_eager or 0.0) < 1.0:
+            outcome.slower_than_library = True  # cuBLAS alone (eager) beat it; slower than compile only, it stays
         return gemm
     verdict = judge(task, candidate, plan, verifier, cancel, report, "the candidate with the GEMM on cuBLAS")
     if not verdict.offerable or (slow and not _faster(verdict, family_verdict)):

@@ -101,10 +101,32 @@ def table_tile(spec: GemmSpec) -> Tile:
     return fit(TABLE[(dtype_class(spec), min(len(spec.accs), 2), rows)], spec)
 
 
+# Where the table's tile leaves most SMs idle (a GPT block at an editor's sizes: 512 x 256 outputs at 128 x 64
+# is 16 programs on 132 SMs), a tuning run also tries smaller tiles: more programs, each a shorter loop's worth
+# of latency. Each halves a side of the last until the grid fills the GPU or the tile is 32 x 32.
+FILL_SMS = 132
+
+
+def _fill_tiles(tile: Tile, spec: GemmSpec) -> list[Tile]:
+    if spec.reduces_rows:
+        return []
+    out: list[Tile] = []
+    bm, bn = tile[0], tile[1]
+    while math.ceil(spec.m / bm) * math.ceil(spec.n / bn) < FILL_SMS and max(bm, bn) > 32:
+        if bm >= bn:
+            bm //= 2
+        else:
+            bn //= 2
+        warps = 4 if bm * bn >= 64 * 64 else 2
+        out.append([bm, bn, tile[2], tile[3], warps, tile[5]])
+    return out
+
+
 def candidates(spec: GemmSpec) -> list[Tile]:
     """Distinct tiles to time for ``spec``, the table's first."""
     out: list[Tile] = []
-    for tile in [table_tile(spec)] + CANDIDATES[dtype_class(spec)]:
+    first = table_tile(spec)
+    for tile in [first] + CANDIDATES[dtype_class(spec)] + _fill_tiles(first, spec):
         t = fit(tile, spec)
         if len(spec.accs) > 1:
             t = fit([t[0], max(16, t[1] // 2)] + t[2:], spec) if t[0] * t[1] > 128 * 128 else t

@@ -167,6 +167,22 @@ def test_short_k_half_precision_also_tries_persistent_tiles():
     assert all(len(t) == 6 for t in tiles(1024, "float32"))
 
 
+def test_a_gemm_too_small_to_fill_the_gpu_also_tries_smaller_tiles():
+    # A GPT block's MLP projection at an editor's sizes: 512 x 256 outputs are 16 programs of 128 x 64.
+    _, graph = task("return self.lin(x) + x[:, :256]", m=512, k=1024, n=256)
+    (spec,) = gemm_specs(lower(graph, TRITON))
+    tiles = candidates(spec)
+    programs = [-(-512 // t[0]) * -(-256 // t[1]) for t in tiles]
+    assert [t[:2] for t in tiles if t[0] * t[1] < 64 * 64] == [[32, 64], [32, 32]]
+    assert max(programs) == 128  # halved until the grid is as full as a 32 x 32 tile makes it
+    small = [t for t in tiles if t[0] * t[1] < 64 * 64]
+    assert small and all(t[4] == 2 for t in small)  # two warps for a tile of 32 x 64 or less
+    # A GEMM that fills the GPU at the table's tile is timed on the usual candidates only.
+    _, big = task("return F.gelu(self.lin(x))", m=8192, k=1024, n=4096)
+    (spec,) = gemm_specs(lower(big, TRITON))
+    assert all(t[0] * t[1] >= 64 * 64 for t in candidates(spec))
+
+
 def test_problem_key_depends_on_what_is_computed_not_on_names():
     _, a = task("return F.gelu(self.lin(x))")
     _, b = task("y = self.lin(x)\n        z = F.gelu(y)\n        return z")

@@ -177,3 +177,43 @@ def test_a_bare_gemm_slower_on_the_family_is_not_offered_and_the_bench_times_cub
     # The bench judges the library call alone instead: the row is cuBLAS's, and says why.
     assert result.status == "correct" and result.speedup_vs_eager == pytest.approx(1.03)
     assert not uses_gemm_family(detail.candidate) and "slower than cuBLAS" in result.gemm_fallback
+
+
+def behind_compile(speedup: float, vs_compile: float) -> Verdict:
+    """Faster than eager, but slower than torch.compile with the whole interval below 1."""
+    verdict = correct(speedup)
+    verdict.timing.speedup_vs_compile = vs_compile
+    verdict.timing.speedup_vs_compile_ci = [vs_compile - 0.01, vs_compile + 0.01]
+    return verdict
+
+
+def test_a_family_kernel_behind_torch_compile_gives_way_to_a_faster_cublas_candidate(tmp_path):
+    verifier = Judge(behind_compile(1.03, 0.81), correct(1.25))
+    outcome = fuse(tmp_path, verifier)
+    first, second = verifier.seen
+    assert uses_gemm_family(first) and not uses_gemm_family(second)
+    assert outcome.offerable and outcome.candidate is second
+    assert "0.81x torch.compile" in outcome.message and "1.25× eager" in outcome.message
+
+
+def test_a_family_kernel_behind_torch_compile_stays_offered_when_cublas_is_no_faster(tmp_path):
+    verifier = Judge(behind_compile(1.03, 0.81), correct(1.01))
+    outcome = fuse(tmp_path, verifier)
+    assert len(verifier.seen) == 2 and uses_gemm_family(outcome.candidate) and outcome.offerable
+    assert "no faster" in outcome.message and "1.03× eager" in outcome.message
+    # Within noise of torch.compile: no second candidate is generated or timed.
+    level = behind_compile(1.03, 0.99)
+    level.timing.speedup_vs_compile_ci = [0.97, 1.01]
+    verifier = Judge(level)
+    outcome = fuse(tmp_path, verifier)
+    assert len(verifier.seen) == 1 and outcome.offerable
+
+
+def test_a_bare_gemm_behind_torch_compile_but_ahead_of_eager_is_still_offered(tmp_path, monkeypatch):
+    reply = trace_handler.trace_task(BARE_GEMM)
+    assert reply.ok, reply.message
+    monkeypatch.setattr(fuse_service, "trace", lambda *a, **k: reply)
+    verifier = Judge(behind_compile(1.10, 0.9))
+    outcome = fuse_task(Task(name="mm", source=BARE_GEMM, origin_path="model.py"), Settings(), verifier=verifier,
+                        workdir=tmp_path, edit_namer=lambda _o: ("stitch_kernels/fused_mm.py", "fused_mm"))
+    assert len(verifier.seen) == 1 and outcome.offerable and "1.10× eager" in outcome.message
