@@ -97,8 +97,22 @@ def _persistent(tile: Tile, spec: GemmSpec) -> Tile | None:
 
 
 def table_tile(spec: GemmSpec) -> Tile:
+    """The class's tile; where it would leave more than half the SMs idle, the first smaller tile that
+    does not (or the smallest): a GEMM of a few hundred rows is a matter of latency, not of throughput."""
+    tile = _class_tile(spec)
+    if _programs(tile, spec) * 2 >= FILL_SMS:
+        return tile
+    fills = [fit(t, spec) for t in _fill_tiles(tile, spec)]
+    return next((t for t in fills if _programs(t, spec) * 2 >= FILL_SMS), fills[-1] if fills else tile)
+
+
+def _class_tile(spec: GemmSpec) -> Tile:
     rows = "short" if spec.m <= SHORT_ROWS else "tall"
     return fit(TABLE[(dtype_class(spec), min(len(spec.accs), 2), rows)], spec)
+
+
+def _programs(tile: Tile, spec: GemmSpec) -> int:
+    return math.ceil(spec.m / tile[0]) * math.ceil(spec.n / tile[1])
 
 
 # Where the table's tile leaves most SMs idle (a GPT block at an editor's sizes: 512 x 256 outputs at 128 x 64
@@ -112,7 +126,7 @@ def _fill_tiles(tile: Tile, spec: GemmSpec) -> list[Tile]:
         return []
     out: list[Tile] = []
     bm, bn = tile[0], tile[1]
-    while math.ceil(spec.m / bm) * math.ceil(spec.n / bn) < FILL_SMS and max(bm, bn) > 32:
+    while _programs([bm, bn], spec) < FILL_SMS and max(bm, bn) > 32:
         if bm >= bn:
             bm //= 2
         else:
@@ -125,8 +139,7 @@ def _fill_tiles(tile: Tile, spec: GemmSpec) -> list[Tile]:
 def candidates(spec: GemmSpec) -> list[Tile]:
     """Distinct tiles to time for ``spec``, the table's first."""
     out: list[Tile] = []
-    first = table_tile(spec)
-    for tile in [first] + CANDIDATES[dtype_class(spec)] + _fill_tiles(first, spec):
+    for tile in [table_tile(spec)] + CANDIDATES[dtype_class(spec)] + _fill_tiles(_class_tile(spec), spec):
         t = fit(tile, spec)
         if len(spec.accs) > 1:
             t = fit([t[0], max(16, t[1] // 2)] + t[2:], spec) if t[0] * t[1] > 128 * 128 else t

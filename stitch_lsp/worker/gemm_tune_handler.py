@@ -2,8 +2,9 @@
 
 Compiling is most of a tuning run (a 3xTF32 kernel takes seconds), so every (kernel, tile) compiles at
 once in a pool of processes that fill Triton's on-disk cache; this process then loads each binary from
-that cache and times it: inputs drawn once (random, never zeros), L2 flushed before each launch, CUDA
-events, the median of enough launches to cover about 50 ms. cuBLAS on the same GEMM(s) is timed the
+that cache and times it: inputs drawn once (random, never zeros), L2 flushed before each launch, launches
+queued behind a blocking kernel and timed by CUDA events (GPU time, not the host's launch cost), the median
+of enough launches to cover about 50 ms. cuBLAS on the same GEMM(s) is timed the
 same way, so the cache can record when the library alone was faster.
 """
 
@@ -70,27 +71,49 @@ def _tensor(shape: list[int], dtype: str, device: Any) -> Any:
     return torch.randn(shape, device=device, dtype=dt)
 
 
+QUEUE = 8  # launches queued behind one blocking kernel
+_blocker: Any = None
+
+
 def time_call(fn, flush: Any, budget_ms: float = 50.0) -> float:
-    """Median µs of ``fn()`` on the current stream, L2 flushed before each call."""
+    """Median GPU µs of ``fn()`` on the current stream, L2 flushed before each call. The calls are queued
+    behind a blocking kernel, as the Verifier times (``worker/timing``): a small GEMM runs in about the time
+    a Triton launch takes on the host, and events around an unqueued launch would time the host."""
     import torch
 
+    from stitch_lsp.worker.timing import _Blocker
+
+    global _blocker
+    if _blocker is None:
+        _blocker = _Blocker()
     fn()
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    flush.zero_()
+    fn()
+    host_ms = (time.perf_counter() - t0) * 1e3
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    _blocker.block(max(0.2, 3.0 * host_ms))
     start.record()
     fn()
     end.record()
     end.synchronize()
     estimate = max(start.elapsed_time(end), 1e-3)
-    reps = int(min(50, max(5, budget_ms / estimate)))
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
+    reps = int(min(48, max(8, budget_ms / estimate)))
+    times: list[float] = []
+    while len(times) < reps:
+        n = min(QUEUE, reps - len(times))
+        _blocker.block(max(0.2, 3.0 * host_ms * n))
+        queued = []
+        for _ in range(n):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.zero_()
+            a.record()
+            fn()
+            b.record()
+            queued.append((a, b))
+        torch.cuda.synchronize()
+        times += [a.elapsed_time(b) * 1000.0 for a, b in queued]
     return statistics.median(times)
 
 

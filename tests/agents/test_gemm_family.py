@@ -15,7 +15,7 @@ import pytest
 from stitch_lsp.coders.template import candidate_module, lower
 from stitch_lsp.plan.gemm_spec import GEMM_OP, spec_of
 from stitch_lsp.plan.gemm_tiles import (
-    CACHE_VERSION, GemmOptions, TileCache, TileEntry, candidates, problem_key, record, table_tile,
+    CACHE_VERSION, GemmOptions, TileCache, TileEntry, candidates, fit, problem_key, record, table_tile,
 )
 from stitch_lsp.coders.template.gemm_tune import tune_cases
 from stitch_lsp.coders.template.program import program_data
@@ -145,8 +145,9 @@ def test_table_tiles_by_class_and_fitted_to_small_problems():
     assert table_tile(spec) == [128, 64, 32, 8, 4, 4]
     _, small = task("return torch.relu(self.lin(x))", m=40, k=24, n=72)
     (s,) = gemm_specs(lower(small, TRITON))
-    bm, bn, bk = table_tile(s)[:3]
+    bm, bn, bk = fit([128, 64, 32, 8, 4, 4], s)[:3]
     assert (bm, bn, bk) == (64, 64, 32)  # no block wider than the next power of two of its dimension
+    assert table_tile(s)[:2] == [32, 32]  # 6 programs even so: the smallest tile the fill goes to
     tiles = candidates(spec)
     assert tiles[0] == table_tile(spec) and len(tiles) == len({tuple(t) for t in tiles}) >= 5
 
@@ -173,8 +174,12 @@ def test_a_gemm_too_small_to_fill_the_gpu_also_tries_smaller_tiles():
     (spec,) = gemm_specs(lower(graph, TRITON))
     tiles = candidates(spec)
     programs = [-(-512 // t[0]) * -(-256 // t[1]) for t in tiles]
-    assert [t[:2] for t in tiles if t[0] * t[1] < 64 * 64] == [[32, 64], [32, 32]]
+    assert sorted(t[:2] for t in tiles if t[0] * t[1] < 64 * 64) == [[32, 32], [32, 64]]
     assert max(programs) == 128  # halved until the grid is as full as a 32 x 32 tile makes it
+    assert table_tile(spec)[:2] == [32, 32]  # untuned, the first tile that keeps half the SMs busy
+    _, qkv = task("return self.lin(x)", m=512, k=256, n=768)
+    (spec,) = gemm_specs(lower(qkv, TRITON))
+    assert table_tile(spec)[:2] == [64, 64]  # 96 programs; 128 x 64 would be 48
     small = [t for t in tiles if t[0] * t[1] < 64 * 64]
     assert small and all(t[4] == 2 for t in small)  # two warps for a tile of 32 x 64 or less
     # A GEMM that fills the GPU at the table's tile is timed on the usual candidates only.
