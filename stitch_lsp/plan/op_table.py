@@ -31,8 +31,11 @@ VIEW_OPS = {
 }
 # Views that copy: every output element is an input element (or, padded, a constant), in new memory. Left to PyTorch at the
 # end of a graph they would be PyTorch work in the candidate's forward; written as a kernel they are a copy.
+# A traced ``clone`` is one too: the trace records one where eager copied (``.contiguous()`` of a transposed or
+# sliced tensor, a ``reshape`` that cannot view), and a library call that needs the copy (a batched GEMM's
+# operand) would otherwise have PyTorch's strided copy kernel make it.
 COPYING_VIEW_OPS = {"aten.cat.default", "aten.flip.default", "aten.repeat.default", "aten.constant_pad_nd.default",
-                    "aten.roll.default"}
+                    "aten.roll.default", "aten.clone.default"}
 REDUCTION_OPS = {
     "aten.sum.dim_IntList": "sum", "aten.sum.default": "sum", "aten.mean.dim": "mean",
     "aten.mean.default": "mean", "aten.amax.default": "max", "aten.amin.default": "min",

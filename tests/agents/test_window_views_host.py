@@ -7,7 +7,9 @@
   into an arange, an fmod and an index_select;
 - a copy at the end of a graph (a concatenation of a convolution's output with the block's input, a flip or a
   repeat of a GEMM's output, a pad) is a kernel, not left to PyTorch: left there, the candidate's forward calls
-  ``torch.cat`` and the Verifier's anti-hacking guard rightly calls that PyTorch work.
+  ``torch.cat`` and the Verifier's anti-hacking guard rightly calls that PyTorch work;
+- a traced ``clone`` (``.contiguous()`` of transposed heads, the copies a batched GEMM's strided operands need) is
+  a kernel too, not PyTorch's strided copy.
 
 Each program is built for the host and run against eager PyTorch on the CPU, as
 tests/agents/test_template_patterns_host.py runs its patterns.
@@ -208,6 +210,40 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # Heads back together: a transposed batched GEMM's result made contiguous, viewed, projected.
+    "heads-back": """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        B, H, T, D = x.shape
+        y = torch.matmul(x, self.lin.weight[:D, :D])
+        y = y.transpose(1, 2).contiguous().view(B, T, H * D)
+        return self.lin(y)
+
+def get_inputs():
+    return [torch.randn(2, 4, 6, 4)]
+
+def get_init_inputs():
+    return []
+""",
+    # Attention scores of heads split from one projection (strides of a (B, T, H, D) tensor): neither operand
+    # of the batched GEMM can be a strided batch, so each is copied, k transposed.
+    "scores-of-split-heads": """
+class Model(nn.Module):
+    def forward(self, q, k):
+        att = (q @ k.transpose(-2, -1)) * 0.25
+        return torch.softmax(att, dim=-1)
+
+def get_inputs():
+    return [torch.randn(2 * 6 * 3 * 4).as_strided((2, 3, 6, 4), (72, 4, 12, 1)),
+            torch.randn(2 * 6 * 3 * 4).as_strided((2, 3, 6, 4), (72, 4, 12, 1))]
+
+def get_init_inputs():
+    return []
+""",
 }
 
 # The op each case is about: it must run inside a kernel.
@@ -215,7 +251,8 @@ PAD, UNFOLD, ROLL = "aten.constant_pad_nd.default", "aten.unfold.default", "aten
 OP = {"patches-then-linear": UNFOLD, "overlapping-windows": UNFOLD, "pad-then-cumsum": PAD, "pad-and-crop": PAD,
       "linear-then-pad": PAD, "conv-then-cat": "aten.cat.default", "linear-then-flip": "aten.flip.default",
       "linear-then-repeat": "aten.repeat.default", "cat-then-reshape": "aten.cat.default",
-      "roll-shift-windows": ROLL, "roll-flattened": ROLL, "linear-then-roll": ROLL}
+      "roll-shift-windows": ROLL, "roll-flattened": ROLL, "linear-then-roll": ROLL,
+      "heads-back": "aten.clone.default", "scores-of-split-heads": "aten.clone.default"}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
