@@ -255,6 +255,11 @@ OP = {"patches-then-linear": UNFOLD, "overlapping-windows": UNFOLD, "pad-then-cu
       "heads-back": "aten.clone.default", "scores-of-split-heads": "aten.clone.default"}
 
 
+# k's transposing copy (its last dimension moved) stays PyTorch's: written as a kernel it read one element a row
+# and ran slower on an H200. q's copy (rows kept) is a kernel.
+ALLOWED_IN_TORCH = {"scores-of-split-heads": {"aten.clone.default"}}
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_a_moving_view_runs_in_a_kernel_and_matches_eager(name, tmp_path, monkeypatch):
     from stitch_lsp.worker.trace_handler import trace_task
@@ -269,6 +274,6 @@ def test_a_moving_view_runs_in_a_kernel_and_matches_eager(name, tmp_path, monkey
     in_kernels = {n for step in program.steps if step.kernel is not None for n in step.nodes}
     assert any(index[n].op == OP[name] for n in in_kernels), [s.nodes for s in program.steps]
     left_to_torch = [index[n].op for step in program.steps if step.kernel is None for n in step.nodes]
-    assert not set(left_to_torch) & op_table.COPYING_VIEW_OPS, left_to_torch
+    assert not set(left_to_torch) & (op_table.COPYING_VIEW_OPS - ALLOWED_IN_TORCH.get(name, set())), left_to_torch
     monkeypatch.setattr(host, "_driver", rows._driver)
     host.check_against_eager(source, program, ("random", "nan"), tmp_path)
