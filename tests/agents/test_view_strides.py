@@ -121,3 +121,33 @@ def test_reshape_is_a_direct_call_with_eagers_result():
     x = torch.randn(2, 3, 4).transpose(1, 2)
     got = module._DIRECT["aten.reshape.default"](x, [2, 12])
     assert torch.equal(got, torch.ops.aten.reshape.default(x, [2, 12]))
+
+
+SPLIT_HEADS_IN = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, q, k):
+        return torch.softmax((q @ k.transpose(-2, -1)) * 0.25, dim=-1)
+
+def get_inputs():
+    return [torch.randn(2 * 6 * 3 * 4).as_strided((2, 3, 6, 4), (72, 4, 12, 1)),
+            torch.randn(2 * 6 * 3 * 4).as_strided((2, 3, 6, 4), (72, 4, 12, 1))]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_copy_of_forwards_strided_inputs_stays_one_pytorch_copy():
+    # A kernel reads its inputs row-major: the binding would copy the caller's strided q, then the kernel copy it
+    # again. PyTorch's clone, reading the strides as they are, is the one copy.
+    reply = trace_handler.trace_task(SPLIT_HEADS_IN)
+    assert reply.ok, reply.message
+    program = lower(reply.graph, GemmOptions(mode="cublas"))
+    index = reply.graph.index()
+    in_kernels = {n for step in program.steps if step.kernel is not None for n in step.nodes}
+    clones = [n.name for n in reply.graph.nodes if n.op == "aten.clone.default"]
+    assert clones and not set(clones) & in_kernels
+    assert [index[n].op for n in in_kernels if index[n].op == "aten.softmax.default" or "exp" in index[n].op]
