@@ -25,6 +25,7 @@ from stitch_lsp.coders.template import lower  # noqa: E402
 from stitch_lsp.plan import op_table  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 from tests.agents import test_template_rows_host as rows  # noqa: E402
+from tests.agents.test_view_strides import HEADS_BACK  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(600),
               pytest.mark.skipif(host.GXX is None or host.INCLUDE is None, reason="needs g++ and the CUDA headers")]
@@ -210,25 +211,6 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
-    # Heads back together: a transposed batched GEMM's result made contiguous, viewed, projected.
-    "heads-back": """
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(16, 16)
-
-    def forward(self, x):
-        B, H, T, D = x.shape
-        y = torch.matmul(x, self.lin.weight[:D, :D])
-        y = y.transpose(1, 2).contiguous().view(B, T, H * D)
-        return self.lin(y)
-
-def get_inputs():
-    return [torch.randn(2, 4, 6, 4)]
-
-def get_init_inputs():
-    return []
-""",
     # Attention scores of heads split from one projection: neither operand of the batched GEMM can be a strided
     # batch, so each is copied (q's rows kept, k transposed).
     "scores-of-split-heads": """
@@ -250,6 +232,8 @@ def get_init_inputs():
     return []
 """,
 }
+# Heads back together: a batched GEMM's result transposed, made contiguous, viewed, projected.
+MODELS["heads-back"] = HEADS_BACK
 
 # The op each case is about: it must run inside a kernel.
 PAD, UNFOLD, ROLL = "aten.constant_pad_nd.default", "aten.unfold.default", "aten.roll.default"
