@@ -21,6 +21,7 @@ from typing import Any, Callable
 from attrs import define, evolve, field
 
 from stitch_lsp.plan import op_table, pooling
+from stitch_lsp.plan.gemm_spec import GEMM_OP
 from stitch_lsp.plan.reduction_domain import Domain, contiguous_strides, domain_of
 from stitch_lsp.op_graph import OpGraph, OpNode
 
@@ -437,10 +438,11 @@ def _fused_kind(group: Group, index: dict[str, OpNode], klass: dict[str, str]) -
         copies = any(index[n].op in op_table.COPYING_VIEW_OPS for n in group.nodes)
         if copies and all(index[n].op == "aten.clone.default" for n in group.nodes
                           if index[n].op in op_table.COPYING_VIEW_OPS):
-            # Of forward's own inputs, PyTorch's copy is the only one: a kernel reads its inputs row-major, so the
-            # binding would first copy the caller's strided tensor (split heads) and the kernel copy it again
-            # (measured: the nanoGPT attention selection went from 0.92x to 0.76x torch.compile that way).
-            if all(index[i].op == "placeholder" for i in group.inputs):
+            # Only of values whose layout is known row-major (a kernel's, a GEMM's). A kernel reads its inputs
+            # row-major, so of forward's own strided inputs (split heads) or of an attention call's output (whose
+            # transpose back is often contiguous already) the binding would copy first and the kernel copy again:
+            # the nanoGPT attention selection went from 0.92x to 0.76x torch.compile that way on an H200.
+            if not all(_row_major(index[i], klass) for i in group.inputs):
                 return "view"
         return "pointwise" if copies else "view"
     if "window" in kinds:
@@ -453,6 +455,15 @@ def _fused_kind(group: Group, index: dict[str, OpNode], klass: dict[str, str]) -
         if klass[name] == "reduction" and domain(index[name], index).layout != "rows":
             return "col_reduction"
     return "row_reduction"
+
+
+# Library calls whose result is a new row-major tensor whatever their inputs' strides.
+_ROW_MAJOR_CALLS = {"aten.addmm.default", "aten.mm.default", "aten.bmm.default", "aten.baddbmm.default",
+                    "aten.linear.default", GEMM_OP}
+
+
+def _row_major(node: OpNode, klass: dict[str, str]) -> bool:
+    return node.op in _ROW_MAJOR_CALLS or klass.get(node.name) in ("pointwise", "reduction", "scan")
 
 
 def _topo(groups: list[Group], index: dict[str, OpNode]) -> list[Group]:
