@@ -457,13 +457,10 @@ def _fused_kind(group: Group, index: dict[str, OpNode], klass: dict[str, str]) -
     return "row_reduction"
 
 
-# Library calls whose result is a new row-major tensor whatever their inputs' strides.
-_ROW_MAJOR_CALLS = {"aten.addmm.default", "aten.mm.default", "aten.bmm.default", "aten.baddbmm.default",
-                    "aten.linear.default", GEMM_OP}
-
-
 def _row_major(node: OpNode, klass: dict[str, str]) -> bool:
-    return node.op in _ROW_MAJOR_CALLS or klass.get(node.name) in ("pointwise", "reduction", "scan")
+    """A value written row-major: a GEMM's result, or a kernel's output."""
+    return (node.op in op_table.ROW_MAJOR_RESULTS or node.op == GEMM_OP
+            or klass.get(node.name) in ("pointwise", "reduction", "scan"))
 
 
 def _topo(groups: list[Group], index: dict[str, OpNode]) -> list[Group]:

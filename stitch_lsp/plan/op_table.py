@@ -32,8 +32,13 @@ VIEW_OPS = {
 # Views that copy: every output element is an input element (or, padded, a constant), in new memory. Left to PyTorch at the
 # end of a graph they would be PyTorch work in the candidate's forward; written as a kernel they are a copy.
 # A traced ``clone`` is one too: the trace records one where eager copied (``.contiguous()`` of a transposed or
-# sliced tensor, a ``reshape`` that cannot view), and a library call that needs the copy (a batched GEMM's
-# operand) would otherwise have PyTorch's strided copy kernel make it.
+# sliced tensor, a ``reshape`` that cannot view). It is written as a kernel only of a value known row-major
+# (``fusion._fused_kind``); of forward's inputs or an attention call's output it stays PyTorch's one copy.
+# Library calls whose result is a new row-major tensor whatever their inputs' strides.
+ROW_MAJOR_RESULTS = {
+    "aten.addmm.default", "aten.mm.default", "aten.bmm.default", "aten.baddbmm.default", "aten.linear.default",
+    "aten._addmm_activation.default", "aten.addmv.default", "aten.mv.default",
+}
 COPYING_VIEW_OPS = {"aten.cat.default", "aten.flip.default", "aten.repeat.default", "aten.constant_pad_nd.default",
                     "aten.roll.default", "aten.clone.default"}
 REDUCTION_OPS = {

@@ -81,11 +81,11 @@ def time_call(fn, flush: Any, budget_ms: float = 50.0) -> float:
     a Triton launch takes on the host, and events around an unqueued launch would time the host."""
     import torch
 
-    from stitch_lsp.worker.timing import _Blocker
+    from stitch_lsp.worker.timing import Blocker
 
     global _blocker
     if _blocker is None:
-        _blocker = _Blocker()
+        _blocker = Blocker()
     fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()

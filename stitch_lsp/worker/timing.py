@@ -84,7 +84,7 @@ def stats(values: list[float]) -> dict[str, float]:
     }
 
 
-class _Blocker:
+class Blocker:
     """``torch.cuda._sleep`` in milliseconds. It spins a number of SM cycles, and the SM clock moves (an idle
     H200 runs at 345 MHz, a busy one at 1980): every spin's measured length recalibrates the next."""
 
@@ -128,7 +128,7 @@ def run_interleaved(contenders: dict[str, Callable[[list[Any]], Any]], input_set
     # One synchronised call each: the latency figure's first sample, and the size of a round.
     for name in names:
         _latency_call(contenders[name], input_sets[0], run.samples[name], flush, cuda)
-    blocker = _Blocker() if cuda else None
+    blocker = Blocker() if cuda else None
     if cuda:
         flush_ms = _flush_ms(flush)
         per_call = sum(min(statistics.median(run.samples[n].events_ms), statistics.median(run.samples[n].latency_ms))
@@ -170,7 +170,7 @@ def _flush_ms(flush: Any) -> float:
 
 
 def _gpu_round(contenders: dict[str, Callable], order: list[str], input_sets: list[list[Any]], r: int,
-               run: TimingRun, flush: Any, blocker: _Blocker) -> bool:
+               run: TimingRun, flush: Any, blocker: Blocker) -> bool:
     """One round queued behind the spin; False (and a longer spin) when the host fell behind it."""
     torch.cuda.synchronize()
     events: dict[str, list[tuple[Any, Any]]] = {name: [] for name in order}

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from stitch_lsp.plan import op_table
+
 VIEW_CALLS = ("aten.view.default", "aten._unsafe_view.default")
 RESHAPE = "aten.reshape.default"
 # Calls whose result is a new row-major tensor whatever their inputs' strides.
-FRESH_CONTIGUOUS = {
-    "aten.addmm.default", "aten.mm.default", "aten.bmm.default", "aten.baddbmm.default", "aten.linear.default",
-    "aten._addmm_activation.default", "aten.addmv.default", "aten.mv.default",
-}
+FRESH_CONTIGUOUS = op_table.ROW_MAJOR_RESULTS
 # Calls that keep a contiguous input contiguous (the same elements, the same order).
 KEEPS_CONTIGUOUS = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
                     "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default",
