@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from stitch_lsp.plan.fusion import Group
     from stitch_lsp.plan.gemm_tiles import GemmOptions
 
+# The template Coder's ``attention`` option for a candidate whose attention calls stay PyTorch's fused attention
+# (the kernel of our own was refused or slower): beside True (attention kernels of our own) and False
+# (hand-written attention lowered as written).
+ATTENTION_LIBRARY = "library"
+
+
 class Coder(Protocol):
     name: str
 
@@ -66,7 +72,7 @@ def gemm_tune_cases(graph: "OpGraph", gemm: "GemmOptions") -> "list[TuneCase]":
 
 
 def workspace_module(graph: "OpGraph", gemm: "GemmOptions | None", channels_last: bool | None, *,
-                     loader_import: str, func_name: str, header: str, attention: bool = True) -> str:
+                     loader_import: str, func_name: str, header: str, attention: bool | str = True) -> str:
     """The module an accepted edit writes into the workspace: the template Coder's kernels for ``graph``
     (generated as the candidate was, with ``gemm``, ``channels_last`` and ``attention``) and the fused function."""
     from stitch_lsp.coders.template import edit_module, lower
@@ -75,5 +81,5 @@ def workspace_module(graph: "OpGraph", gemm: "GemmOptions | None", channels_last
     return edit_module(program, loader_import=loader_import, func_name=func_name, header=header)
 
 
-__all__ = ["Coder", "CoderError", "CoderUnavailable", "make_coder", "conv_layouts", "gemm_tune_cases",
+__all__ = ["ATTENTION_LIBRARY", "Coder", "CoderError", "CoderUnavailable", "make_coder", "conv_layouts", "gemm_tune_cases",
            "workspace_module"]

@@ -11,7 +11,7 @@ from typing import Any
 from attrs import evolve
 
 from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter
-from stitch_lsp.coders import conv_layouts, make_coder
+from stitch_lsp.coders import ATTENTION_LIBRARY as LIBRARY, conv_layouts, make_coder
 from stitch_lsp.fuse.judge import judge
 from stitch_lsp.fuse.outcome import FuseOutcome, keep
 from stitch_lsp.pipeline import Candidate, Plan
@@ -28,9 +28,12 @@ from stitch_lsp.verify.format import why_not_passed
 def run_fallbacks(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
                   settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter,
                   verify_library_only: bool = False) -> GemmOptions:
-    """Each fallback the outcome's judged candidate calls for, in turn (attention, then the GEMM family,
-    then the convolution's layout), each on the candidate the one before left. Returns the GEMM options of
+    """Each fallback the outcome's judged candidate calls for, in turn (the attention kernel, attention as
+    one fused call, then the GEMM family, then the convolution's layout), each on the candidate the one before left. Returns the GEMM options of
     the candidate the outcome now holds."""
+    why = attention_kernel_reason(outcome.candidate, outcome.verdict)
+    if why:
+        _attention_kernel_fallback(outcome, graph, device, gemm, settings, verifier, cancel, report, why)
     why = attention_fallback_reason(outcome.candidate, outcome.verdict)
     if why:
         _attention_fallback(outcome, graph, device, gemm, settings, verifier, cancel, report, why)
@@ -46,6 +49,10 @@ def run_fallbacks(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, g
 
 def uses_gemm_family(candidate: Candidate) -> bool:
     return any(name.startswith("stitch_gemm_") for name in candidate.cuda_sources)
+
+
+def uses_attention_kernel(candidate: Candidate) -> bool:
+    return any(name.startswith("stitch_attention_") for name in candidate.cuda_sources)
 
 
 # Verdicts about the task or the run, not the kernel: a candidate without the GEMM family would end the same.
@@ -65,16 +72,16 @@ def _refused_or_slow(verdict: Verdict, what: str, slower: str = "") -> str:
     return ""
 
 
-def _slower_than_compile(verdict: Verdict) -> str:
-    """Why a passing GEMM-family candidate is worth timing with its GEMMs on cuBLAS although it beat eager:
-    ``torch.compile`` (which leaves fp32 GEMMs to cuBLAS and fuses around them) ran faster, its whole 95%
-    interval says so. "" otherwise."""
+def _slower_than_compile(verdict: Verdict, keeps: str = "keeps the GEMM on cuBLAS") -> str:
+    """Why a passing candidate is worth timing with its GEMMs (or its attention) on the library although it
+    beat eager: ``torch.compile`` (which leaves fp32 GEMMs to cuBLAS and fuses around them) ran faster, its
+    whole 95% interval says so. "" otherwise."""
     timing = verdict.timing
     if not verdict.offerable or timing is None or timing.speedup_vs_compile is None:
         return ""
     ci = timing.speedup_vs_compile_ci
     if ci and len(ci) == 2 and ci[1] is not None and ci[1] < 1.0:
-        return f"its kernel passed but ran at {timing.speedup_vs_compile:.2f}x torch.compile, which keeps the GEMM on cuBLAS"
+        return f"its kernel passed but ran at {timing.speedup_vs_compile:.2f}x torch.compile, which {keeps}"
     return ""
 
 
@@ -140,6 +147,51 @@ def attention_fallback_reason(candidate: Candidate, verdict: Verdict) -> str:
     if any(name in ("adversarial-nan", "adversarial-inf") for name in failed):
         return MASKED_NAN
     return f"attention as one fused call did not pass the Verifier ({why_not_passed(verdict)}); the written attention is kept"
+
+
+def attention_kernel_reason(candidate: Candidate, verdict: Verdict) -> str:
+    """Why a candidate with the attention kernel of our own is generated again with PyTorch's fused attention
+    in its place: it did not pass (other than by NaN or Inf beyond a causal mask, where PyTorch's kernel
+    behaves as ours and only the attention as written helps), it ran slower than eager, or behind
+    ``torch.compile``. "" when none of these."""
+    if candidate.coder != "template" or not uses_attention_kernel(candidate) or verdict.status in _NOT_THE_KERNEL:
+        return ""
+    if not verdict.offerable and attention_fallback_reason(candidate, verdict) == MASKED_NAN:
+        return ""
+    return (_refused_or_slow(verdict, "the attention kernel of our own")
+            or _slower_than_compile(verdict, "runs PyTorch's fused attention or its own kernels"))
+
+
+def _attention_kernel_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
+                               settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter,
+                               why: str) -> None:
+    """Generate the candidate again with PyTorch's fused attention in place of the kernel of our own and
+    judge it; the outcome takes the one that passes, the faster when both do."""
+    task, outdir = outcome.task, Path(outcome.task_dir)
+    first, first_verdict = outcome.candidate, outcome.verdict
+    report(ProgressEvent("generating", f"the attention kernel: {why}; trying PyTorch's fused attention", 52))
+    cancel.raise_if_cancelled()
+    mode = LIBRARY if outcome.attention is True else outcome.attention
+    plan = make_plan(task, graph, device, gemm, layouts=conv_layouts, attention=bool(mode))
+    writer = make_coder("template", settings)
+    writer.gemm, writer.attention = gemm, mode  # type: ignore[attr-defined]
+    candidate = writer.generate(task, plan, None)
+    if not candidate.fuses_anything and first_verdict.offerable:
+        outcome.attention_fallback = f"The attention kernel: {why}; with PyTorch's attention nothing is left to fuse"
+        return
+    verdict = judge(task, candidate, plan, verifier, cancel, report, "the candidate with PyTorch's fused attention")
+    if not verdict.offerable or (first_verdict.offerable and not _faster(verdict, first_verdict)):
+        keep(outdir / "attention_library", candidate, verdict)
+        nor = (f"with PyTorch's fused attention it did not pass either ({why_not_passed(verdict)}"
+               if not verdict.offerable else
+               "with PyTorch's fused attention it was no faster (" + (speed_text(verdict.timing) or "not timed"))
+        outcome.attention_fallback = f"The attention kernel: {why}; {nor}; kept in {outdir / 'attention_library'})"
+        return
+    _adopt(outcome, outdir, plan, (first, first_verdict), (candidate, verdict), "attention_kernel",
+           f"attention runs as PyTorch's fused attention: the kernel of our own {why.removeprefix('the attention kernel of our own ').removeprefix('its kernel ')}")
+    outcome.attention = mode
+    outcome.attention_fallback = (f"PyTorch's fused attention: the attention kernel {why} (kept in "
+                                  f"{outdir / 'attention_kernel'})")
 
 
 def _attention_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,

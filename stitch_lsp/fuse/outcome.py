@@ -40,8 +40,10 @@ class FuseOutcome:
     layout_fallback: str = ""  # set when a convolution's channels-last candidate was tried again in NCHW: what happened
     # The GEMM family's own verdict, when the fallback's candidate is the one above.
     family_verdict: Verdict | None = None
-    attention: bool = True  # False: hand-written attention kept as written (the attention fallback)
-    attention_fallback: str = ""  # set when attention taken as one fused call failed and was tried as written
+    # False: hand-written attention kept as written (the attention fallback); "library": attention calls left to
+    # PyTorch's fused attention, the kernel of our own being slower or refused (the attention kernel fallback).
+    attention: bool | str = True
+    attention_fallback: str = ""  # set when an attention fallback ran: what it tried and why
 
     @property
     def offerable(self) -> bool:

@@ -492,9 +492,11 @@ def plan_note(match: AttentionMatch) -> str:
     """What the plan says about an attention block it took: which runs it, and why that is exact."""
     b, h, t, d = match.shape if len(match.shape) == 4 else (0, 0, 0, 0)
     mask = " + causal mask" if match.causal else ""
-    return (f"{match.describe()}. Runs as PyTorch's fused attention (a library call: FlashAttention, the "
-            f"memory-efficient kernel or cuDNN, as PyTorch picks for this GPU and {match.dtype}), one pass that "
-            f"never writes the {t}x{t} scores; no kernel of our own is written for attention, these are the "
-            f"fastest known. Exact: the same softmax(q·kᵀ·{match.scale:.6g}{mask})·v, only the order of the "
-            f"floating-point operations differs (fp32: 3xTF32 products and an fp32 softmax; bf16 / fp16: scores "
+    return (f"{match.describe()}. Runs as one fused attention pass that never writes the {t}x{t} scores: the "
+            f"Coder's own attention kernel where it takes the call (fp32 products and softmax, query rows a block "
+            f"chosen to fill the GPU), else PyTorch's fused attention (FlashAttention, the memory-efficient kernel "
+            f"or cuDNN, as PyTorch picks for this GPU and {match.dtype}); when the Coder's kernel is not faster "
+            f"than torch.compile on the GPU at verification, PyTorch's is tried and the faster kept. Exact: the "
+            f"same softmax(q·kᵀ·{match.scale:.6g}{mask})·v, only the order of the floating-point operations "
+            f"differs (PyTorch's fp32 kernel: 3xTF32 products; bf16 / fp16: scores "
             f"and probabilities kept in fp32, where eager rounds them)")

@@ -167,6 +167,9 @@ def test_the_sdpa_call_follows_the_graph_to_other_shapes():
     # The mask buffer's size is symbolic here (a model built with another max_len re-lowers, not re-traces).
     shapes = [(1, 1, 57, 57) if i.path == "mask" else tuple(i.shape) for i in graph.inputs]
     data = program_for(to_json(graph), shapes, "cublas")
+    (kernel,) = [s for s in data["steps"] if s.get("kernel", "").startswith("stitch_attention_")]
+    assert "CAUSAL = true" in data["sources"][kernel["kernel"]]
+    data = program_for(to_json(graph), shapes, "cublas", attention="library")
     (call,) = [s for s in data["steps"] if s.get("op") == SDPA]
     assert call["args"][5] is True
 

@@ -26,7 +26,9 @@ class TemplateCoder:
     def __init__(self, gemm: GemmOptions | None = None) -> None:
         self.gemm = gemm  # which GEMMs the Triton family takes, with which tiles (None: the defaults)
         self.channels_last: bool | None = None  # False: every convolution in NCHW (None: STITCH_CONV_LAYOUT)
-        self.attention = True  # False: hand-written attention as written, not one fused call
+        # False: hand-written attention as written, not one fused call; ATTENTION_LIBRARY: attention calls stay
+        # PyTorch's fused attention, not the kernel of our own.
+        self.attention: bool | str = True
 
     def generate(self, task: Task, plan: Plan, feedback: str | None = None) -> Candidate:
         if plan.graph is None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from stitch_lsp.coders import ATTENTION_LIBRARY as LIBRARY
 from stitch_lsp.plan import library_calls
+from stitch_lsp.plan.attention import SDPA
 from stitch_lsp.plan.fusion import Group
 from stitch_lsp.op_graph import OpGraph, OpNode
 
@@ -28,8 +30,23 @@ def _gemm_family(group: Group, index: dict[str, OpNode], graph: OpGraph):
     return gemm_kernel(node) if node.op == GEMM_OP else None
 
 
+def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph):
+    """The attention kernel of our own (``attention_kernel``) where it takes the call; else PyTorch's."""
+    from stitch_lsp.coders.template.attention_kernel import attention_kernel
+    from stitch_lsp.coders.template.emitter import Unsupported
+
+    node = library_op(group, index)
+    if node.op != SDPA:
+        return None
+    try:
+        return attention_kernel(node, index, f"stitch_attention_{node.name}")
+    except Unsupported:
+        return None
+
+
 # kind ("gemm" | "conv" | "pool" | "attention" | "random") -> lowering(group, index, graph) -> a KernelSpec or None.
-LOWERINGS: dict[str, Callable[[Group, dict[str, OpNode], OpGraph], object]] = {"gemm": _gemm_family}
+LOWERINGS: dict[str, Callable[[Group, dict[str, OpNode], OpGraph], object]] = {"gemm": _gemm_family,
+                                                                                "attention": _attention}
 
 
 def library_op(group: Group, index: dict[str, OpNode]) -> OpNode:
@@ -47,8 +64,11 @@ def describe(group: Group, index: dict[str, OpNode], graph: OpGraph) -> str:
     return text
 
 
-def lower_library(group: Group, index: dict[str, OpNode], graph: OpGraph):
-    """A kernel of our own for the group where a registered lowering writes one; None keeps the library call."""
+def lower_library(group: Group, index: dict[str, OpNode], graph: OpGraph, attention: bool | str = True):
+    """A kernel of our own for the group where a registered lowering writes one; None keeps the library call
+    (always for attention when ``attention`` is ``LIBRARY``)."""
     kind = library_calls.library_kind(library_op(group, index).op)
+    if kind == "attention" and attention == LIBRARY:
+        return None
     lowering = LOWERINGS.get(kind or "")
     return lowering(group, index, graph) if lowering is not None else None

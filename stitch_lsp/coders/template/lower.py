@@ -56,8 +56,9 @@ class LoweredProgram:
     conv_layouts: dict = field(factory=dict)  # convolution -> plan.conv_layout.ConvLayout
     # "nchw": lowered with channels-last convolutions turned off (re-lowering for other shapes keeps it).
     conv_layout: str = ""
-    # False: hand-written attention was lowered as written, not as one fused call (re-lowering keeps it).
-    attention: bool = True
+    # False: hand-written attention was lowered as written, not as one fused call; "library": attention calls
+    # stay PyTorch's fused attention, not the kernel of our own (re-lowering keeps either).
+    attention: bool | str = True
 
     @property
     def covered(self) -> bool:
@@ -75,13 +76,15 @@ def sm_of(device_name: str) -> int:
 
 
 def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
-          channels_last: bool | None = None, attention: bool = True) -> LoweredProgram:
+          channels_last: bool | None = None, attention: bool | str = True) -> LoweredProgram:
     """``gemm``: which GEMMs the GEMM family takes (with their epilogues; the rest stay cuBLAS calls);
     ``sm``: the compute capability the kernels are for (Hopper's clusters from 90); the Planner's H100 by
     default, the device's own when a candidate re-lowers itself for new shapes; ``channels_last``: whether
     a convolution with a pointwise tail may run in channels-last (None: ``STITCH_CONV_LAYOUT``, default on);
     ``attention``: whether hand-written attention is taken as one ``scaled_dot_product_attention`` call
-    (False: its GEMMs, mask and softmax are lowered as written, as when the fused call failed the Verifier)."""
+    (False: its GEMMs, mask and softmax are lowered as written, as when the fused call failed the Verifier;
+    ``library_call.LIBRARY``: taken, but every attention call runs as PyTorch's fused attention, not as the
+    kernel of our own)."""
     program, index = _grouped(graph, gemm or default_options(), channels_last, attention)
     layouts = program.conv_layouts
     reads_channels_last = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
@@ -101,7 +104,7 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
 
 
 def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
-             attention: bool) -> tuple[LoweredProgram, dict]:
+             attention: bool | str) -> tuple[LoweredProgram, dict]:
     """The program before any step: the graph with attention, GEMMs and their epilogues and convolution biases
     folded as the options say, split into groups, with each convolution's layout; and the graph's index."""
     source = graph
@@ -174,7 +177,7 @@ def _lower_calls(program: LoweredProgram, group: Group, index) -> None:
     graph, layouts = program.graph, program.conv_layouts
     why = ""
     if group.kind == "library":
-        spec = lower_library(group, index, graph)
+        spec = lower_library(group, index, graph, program.attention)
         if spec is not None:
             program.kernels.append(spec)
             program.steps.append(Step(group.index, list(group.nodes), kernel=spec))

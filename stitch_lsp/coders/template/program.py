@@ -126,7 +126,7 @@ def _linear_calls(steps: list[dict[str, Any]], outputs: set[str]) -> list[dict[s
 
 
 def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str | None = None,
-                sm: int = 90, conv_layout: str = "", attention: bool = True) -> dict[str, Any]:
+                sm: int = 90, conv_layout: str = "", attention: bool | str = True) -> dict[str, Any]:
     """Re-lower a symbolically traced graph for other input shapes (the binding's just-in-time path), for a
     device of compute capability ``sm``.
 
@@ -142,7 +142,7 @@ def program_for(graph_json: str, shapes: list[tuple[int, ...]], gemm_mode: str |
 
 def program_for_init(reference_source: str, args: tuple, kwargs: dict, inputs: list[tuple[list[int], str]],
                      roles: list[list[Any]], gemm_mode: str | None = None, sm: int = 90,
-                     conv_layout: str = "", attention: bool = True,
+                     conv_layout: str = "", attention: bool | str = True,
                      symbolic: bool = True) -> tuple[dict[str, Any], str]:
     """The reference traced again for a model built with other constructor arguments (which can change
     the graph's constants), at forward's ``inputs`` (shape, dtype); the program and the traced graph
