@@ -72,7 +72,7 @@ def _refused_or_slow(verdict: Verdict, what: str, slower: str = "") -> str:
     return ""
 
 
-def _slower_than_compile(verdict: Verdict, keeps: str = "keeps the GEMM on cuBLAS") -> str:
+def _slower_than_compile(verdict: Verdict, what: str = "its kernel", tail: str = ", which keeps the GEMM on cuBLAS") -> str:
     """Why a passing candidate is worth timing with its GEMMs (or its attention) on the library although it
     beat eager: ``torch.compile`` (which leaves fp32 GEMMs to cuBLAS and fuses around them) ran faster, its
     whole 95% interval says so. "" otherwise."""
@@ -81,7 +81,7 @@ def _slower_than_compile(verdict: Verdict, keeps: str = "keeps the GEMM on cuBLA
         return ""
     ci = timing.speedup_vs_compile_ci
     if ci and len(ci) == 2 and ci[1] is not None and ci[1] < 1.0:
-        return f"its kernel passed but ran at {timing.speedup_vs_compile:.2f}x torch.compile, which {keeps}"
+        return f"{what} passed but ran at {timing.speedup_vs_compile:.2f}x torch.compile{tail}"
     return ""
 
 
@@ -158,8 +158,8 @@ def attention_kernel_reason(candidate: Candidate, verdict: Verdict) -> str:
         return ""
     if not verdict.offerable and attention_fallback_reason(candidate, verdict) == MASKED_NAN:
         return ""
-    return (_refused_or_slow(verdict, "the attention kernel of our own")
-            or _slower_than_compile(verdict, "runs PyTorch's fused attention or its own kernels"))
+    what = "the attention kernel of our own"
+    return _refused_or_slow(verdict, what) or _slower_than_compile(verdict, what, "")
 
 
 def _attention_kernel_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
@@ -169,7 +169,7 @@ def _attention_kernel_fallback(outcome: FuseOutcome, graph: Any, device: DeviceI
     judge it; the outcome takes the one that passes, the faster when both do."""
     task, outdir = outcome.task, Path(outcome.task_dir)
     first, first_verdict = outcome.candidate, outcome.verdict
-    report(ProgressEvent("generating", f"the attention kernel: {why}; trying PyTorch's fused attention", 52))
+    report(ProgressEvent("generating", f"{why}; trying PyTorch's fused attention", 52))
     cancel.raise_if_cancelled()
     mode = LIBRARY if outcome.attention is True else outcome.attention
     plan = make_plan(task, graph, device, gemm, layouts=conv_layouts, attention=bool(mode))
@@ -182,16 +182,15 @@ def _attention_kernel_fallback(outcome: FuseOutcome, graph: Any, device: DeviceI
     verdict = judge(task, candidate, plan, verifier, cancel, report, "the candidate with PyTorch's fused attention")
     if not verdict.offerable or (first_verdict.offerable and not _faster(verdict, first_verdict)):
         keep(outdir / "attention_library", candidate, verdict)
-        nor = (f"with PyTorch's fused attention it did not pass either ({why_not_passed(verdict)}"
+        nor = (f"with PyTorch's fused attention the candidate did not pass either ({why_not_passed(verdict)}"
                if not verdict.offerable else
                "with PyTorch's fused attention it was no faster (" + (speed_text(verdict.timing) or "not timed"))
-        outcome.attention_fallback = f"The attention kernel: {why}; {nor}; kept in {outdir / 'attention_library'})"
+        outcome.attention_fallback = f"{why[:1].upper()}{why[1:]}; {nor}; kept in {outdir / 'attention_library'})"
         return
     _adopt(outcome, outdir, plan, (first, first_verdict), (candidate, verdict), "attention_kernel",
-           f"attention runs as PyTorch's fused attention: the kernel of our own {why.removeprefix('the attention kernel of our own ').removeprefix('its kernel ')}")
+           f"attention runs as PyTorch's fused attention: {why}")
     outcome.attention = mode
-    outcome.attention_fallback = (f"PyTorch's fused attention: the attention kernel {why} (kept in "
-                                  f"{outdir / 'attention_kernel'})")
+    outcome.attention_fallback = f"PyTorch's fused attention: {why} (kept in {outdir / 'attention_kernel'})"
 
 
 def _attention_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
