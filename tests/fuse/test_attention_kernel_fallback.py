@@ -38,16 +38,11 @@ def get_init_inputs():
 """
 
 
-@pytest.fixture(scope="module")
-def traced_reply():
+@pytest.fixture(autouse=True)
+def traced_here(monkeypatch):
     reply = trace_handler.trace_task(SOURCE)
     assert reply.ok, reply.message
-    return reply
-
-
-@pytest.fixture(autouse=True)
-def traced_here(monkeypatch, traced_reply):
-    monkeypatch.setattr(fuse_service, "trace", lambda *a, **k: traced_reply)
+    monkeypatch.setattr(fuse_service, "trace", lambda *a, **k: reply)
 
 
 def fuse(tmp_path, ours, library):
