@@ -97,7 +97,7 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str) -> Kerne
     ctype = _c_type(node.dtype)
     source = PREAMBLE + _SOURCE.format(name=name, T=ctype, TQ=tq, TK=tk, D=d, DV=dv, ROWS=rows, TILES=tiles,
                                        CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
-                                       KEYS=KEYS, THREADS=THREADS)
+                                       KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4)
     out = node.name
     flops = 2 * heads * tq * tk * (d + dv) // (2 if causal else 1)
     note = (f"attention kernel of our own: {b}x{h} heads, {tq} queries x {tk} keys, head size {d}"
@@ -119,8 +119,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   constexpr int KD = D + 4, PD = KEYS + 4;         // padded row lengths of the key and probability tiles
   constexpr bool CAUSAL = {CAUSAL};
   constexpr float SCALE = {SCALE}f;                // scale * log2(e): scores in base 2
-  extern __shared__ float4 stitch_shared4[];
-  float* qs = reinterpret_cast<float*>(stitch_shared4);
+  STITCH_HELD(qs, {FLOATS});
   float* ks = qs + ROWS * D;
   float* vs = ks + KEYS * KD;
   float* ps = vs + KEYS * DV;

@@ -1,0 +1,83 @@
+"""The attention kernel of our own built for the host CPU (g++) and run against eager PyTorch's attention.
+
+The host harness of the reduction kernels (``test_template_rows_host``: a thread per CUDA thread, barriers
+for ``__syncthreads`` and the warp shuffles) runs the generated kernel at small sizes: partial query and key
+tiles, a causal mask, values narrower than the keys, bf16, and the adversarial inputs (NaN, ±Inf, large,
+denormal values) the Verifier plants. The reference is the function in float64 with PyTorch's GPU kernels'
+handling of the mask: a masked key is left out of both products, so NaN or Inf there reaches no row that masks
+it (the CPU's own attention kernel differs from the GPU's there, so it is not the reference).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
+
+from stitch_lsp.coders.template import lower  # noqa: E402
+from tests.agents import test_template_pointwise_host as host  # noqa: E402
+from tests.agents import test_template_rows_host as rows  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(900),
+              pytest.mark.skipif(host.GXX is None or host.INCLUDE is None, reason="needs g++ and the CUDA headers")]
+
+SOURCE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Model(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal={causal}, scale={scale})
+
+def get_inputs():
+    return [torch.randn({b}, {h}, {tq}, {d}).to({dtype}), torch.randn({b}, {h}, {tk}, {d}).to({dtype}),
+            torch.randn({b}, {h}, {tk}, {dv}).to({dtype})]
+
+def get_init_inputs():
+    return []
+'''
+
+CASES = {
+    # 70 queries: a partial query tile; 70 keys: a partial second key tile; the diagonal crosses both.
+    "causal-fp32": dict(b=1, h=2, tq=70, tk=70, d=16, dv=16, causal=True, scale=None, dtype="torch.float32"),
+    "cross-fp32": dict(b=2, h=1, tq=20, tk=90, d=12, dv=24, causal=False, scale=0.3, dtype="torch.float32"),
+    "causal-bf16": dict(b=1, h=1, tq=40, tk=40, d=8, dv=8, causal=True, scale=None, dtype="torch.bfloat16"),
+}
+
+
+def reference(q, k, v, causal, scale):
+    q, k, v = q.double(), k.double(), v.double()
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool)
+    keep = keep.tril() if causal else keep
+    p = torch.softmax(((q @ k.transpose(-2, -1)) * scale).masked_fill(~keep, float("-inf")), dim=-1)
+    terms = (p.unsqueeze(-1) * v.unsqueeze(-3)).masked_fill(~keep[..., None], 0.0)  # [..., query, key, column]
+    return terms.sum(-2)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_attention_kernel_matches_the_function_on_the_host(case, tmp_path, monkeypatch):
+    from stitch_lsp.coders.template.program import program_data
+    from stitch_lsp.worker import inputs as inp
+    from stitch_lsp.worker.verify.compare import compare
+
+    params = CASES[case]
+    source = SOURCE.format(**params)
+    reply = trace_handler.trace_task(source)
+    assert reply.ok, reply.message
+    program = lower(reply.graph)
+    assert [k.kind for k in program.kernels] == ["attention"], program.notes
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    ns: dict = {}
+    exec(compile(source, "task", "exec"), ns)
+    for case_name in ("random", "nan", "inf", "large", "denormal"):
+        torch.manual_seed(1)
+        values = ns["get_inputs"]()
+        if case_name != "random":
+            values = inp.adversarial(values, case_name, 3)
+        want = reference(*values, params["causal"], params["scale"])
+        got = host._run_program(program_data(program), [v.clone() for v in values], tmp_path)
+        result = compare(want.to(got.dtype), got, ref64=want)
+        assert result.passed, f"{case_name}: {result.detail}"
