@@ -37,6 +37,9 @@ class GraphInput:
     # and below its diagonal (a causal mask, ``torch.tril(torch.ones(n, n))``), "strict_upper" when exactly
     # above it; "" otherwise or unknown. What lets the Planner prove a masked softmax causal.
     triangle: str = ""
+    # A forward input's strides as traced, where they are not row-major (a transposed view of a projection,
+    # say); () when row-major or unknown. A kernel may read the input in place at these strides.
+    strides: tuple[int, ...] = ()
 
 
 @define
@@ -184,8 +187,9 @@ def specialise(graph: OpGraph, shapes: list[tuple[int, ...]]) -> OpGraph:
                   allow_tf32=graph.allow_tf32, torch_version=graph.torch_version, symbolic=False,
                   scalars=list(graph.scalars))
     for gi, shape in zip(graph.inputs, shapes):
+        # The traced strides hold at the traced shape only; at another the input is read row-major.
         out.inputs.append(GraphInput(gi.name, gi.role, gi.path, gi.index, tuple(shape), gi.dtype,
-                                     triangle=gi.triangle))
+                                     triangle=gi.triangle, strides=gi.strides if tuple(shape) == gi.shape else ()))
     for n in graph.nodes:
         shape = tuple(_eval_expr(e, env) for e in n.shape_expr) if n.shape_expr else n.shape
         out.nodes.append(OpNode(n.name, n.op, json.dumps(sub(json.loads(n.args_json))),

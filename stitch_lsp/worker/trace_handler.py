@@ -365,7 +365,21 @@ def _add_inputs(graph: OpGraph, gm: Any, params: dict, names: list[str], tensor_
         elif i < n_state:
             graph.inputs.append(GraphInput(node.name, "buffer", names[i], 0, shape, dtype, exprs))
         else:
-            graph.inputs.append(GraphInput(node.name, "input", "", tensor_positions[i - n_state], shape, dtype, exprs))
+            graph.inputs.append(GraphInput(node.name, "input", "", tensor_positions[i - n_state], shape, dtype, exprs,
+                                           strides=_strides_if_not_row_major(val, shape)))
+
+
+def _strides_if_not_row_major(val: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        strides = tuple(_hint(s) for s in val.stride())
+    except Exception:  # noqa: BLE001 - a tensor subclass without strides: read as row-major
+        return ()
+    want, step = [], 1
+    for d in reversed(shape):
+        want.append(step)
+        step *= max(d, 1)
+    row_major = all(d == 1 or s == w for d, s, w in zip(shape, strides, reversed(want)))
+    return () if row_major or not all(isinstance(s, int) for s in strides) else strides
 
 
 def _add_nodes(graph: OpGraph, gm: Any, model: Any, inputs: list[Any]) -> None:

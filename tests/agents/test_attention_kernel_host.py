@@ -32,6 +32,9 @@ class Model(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal={causal}, scale={scale})
 
 def get_inputs():
+    if {split}:  # q, k and v as a model passes them: heads split from one projection and transposed
+        qkv = torch.randn({b}, {tq}, 3, {h}, {d}).to({dtype})
+        return [qkv[:, :, i].transpose(1, 2) for i in range(3)]
     return [torch.randn({b}, {h}, {tq}, {d}).to({dtype}), torch.randn({b}, {h}, {tk}, {d}).to({dtype}),
             torch.randn({b}, {h}, {tk}, {dv}).to({dtype})]
 
@@ -44,6 +47,9 @@ CASES = {
     "causal-fp32": dict(b=1, h=2, tq=70, tk=70, d=16, dv=16, causal=True, scale=None, dtype="torch.float32"),
     "cross-fp32": dict(b=2, h=1, tq=20, tk=90, d=12, dv=24, causal=False, scale=0.3, dtype="torch.float32"),
     "causal-bf16": dict(b=1, h=1, tq=40, tk=40, d=8, dv=8, causal=True, scale=None, dtype="torch.bfloat16"),
+    # Read in place at the caller's strides: no copy of q, k or v first.
+    "split-heads-fp32": dict(b=2, h=3, tq=70, tk=70, d=8, dv=8, causal=True, scale=None, dtype="torch.float32",
+                             split=True),
 }
 
 
@@ -63,12 +69,17 @@ def test_the_attention_kernel_matches_the_function_on_the_host(case, tmp_path, m
     from stitch_lsp.worker import inputs as inp
     from stitch_lsp.worker.verify.compare import compare
 
-    params = CASES[case]
+    params = {"split": False, **CASES[case]}
     source = SOURCE.format(**params)
     reply = trace_handler.trace_task(source)
     assert reply.ok, reply.message
     program = lower(reply.graph)
     assert [k.kind for k in program.kernels] == ["attention"], program.notes
+    (kernel,) = program.kernels
+    assert bool(kernel.strided) == params["split"] and ("in place" in kernel.note) == params["split"]
+    if params["split"]:
+        # (batch, head, position, element) of a (2, 70, 3, 3, 8) projection's slice, transposed
+        assert list(kernel.strided.values()) == [[70 * 72, 8, 72, 1]] * 3
     monkeypatch.setattr(host, "_driver", rows._driver)
     ns: dict = {}
     exec(compile(source, "task", "exec"), ns)

@@ -131,10 +131,14 @@ def _run_kernel(step: dict, source: str, env: dict, tmp: Path) -> None:
         assert out.returncode == 0, out.stderr[-3000:]
     files = []
     layouts = step.get("layouts") or {}
+    strided = step.get("strided") or {}
     for k, a in enumerate(step["args"]):
         path = tmp / f"in{k}.raw"
         t = env[a].contiguous()
-        if a in layouts:  # read in channels-last: its bytes in that order (channels innermost)
+        if a in strided:  # read in place at these strides: the bytes of a tensor laid out so, gaps included
+            t = torch.empty_strided(t.shape, strided[a], dtype=t.dtype).copy_(env[a])
+            t = t.as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,))
+        elif a in layouts:  # read in channels-last: its bytes in that order (channels innermost)
             t = env[a].contiguous(memory_format=getattr(torch, layouts[a]))
             t = t.permute(0, *range(2, t.dim()), 1)
         t = t.reshape(-1)  # a 0-d tensor views as bytes once it has a dimension

@@ -58,8 +58,18 @@ def shared_bytes(rows: int, d: int, dv: int) -> int:
     return 4 * (rows * d + KEYS * (d + 4) + KEYS * dv + rows * (KEYS + 4))
 
 
-def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str) -> KernelSpec:
-    """The kernel for one ``scaled_dot_product_attention`` node; ``Unsupported`` says why not."""
+def _read_in_place(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether q, k or v can be read at these strides: rows of contiguous elements, each row and head
+    starting at a multiple of 4 elements (the kernel's 16-byte loads of fp32, 8-byte of bf16 / fp16)."""
+    return len(strides) == 4 and strides[3] == 1 and all(s % 4 == 0 or d == 1 for s, d in zip(strides[:3], shape))
+
+
+def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str,
+                     strides: dict[str, tuple[int, ...]] | None = None) -> KernelSpec:
+    """The kernel for one ``scaled_dot_product_attention`` node; ``Unsupported`` says why not. ``strides``:
+    forward inputs the caller passes at other strides than row-major (``GraphInput.strides``); q, k or v among
+    them whose rows are contiguous is read in place at those strides, where a row-major kernel would need
+    the binding to copy it first."""
     args = node.args
     refs = [a.get("$") if isinstance(a, dict) else None for a in args[:3]]
     if len(args) < 3 or None in refs:
@@ -95,18 +105,28 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str) -> Kerne
         raise Unsupported("too many query tiles for one launch")
     shared = shared_bytes(rows, d, dv)
     ctype = _c_type(node.dtype)
+    in_place = {r: st for r, st in (strides or {}).items() if r in refs and _read_in_place(index[r].shape, st)}
+
+    def layout(ref: str, rows_: int, width: int) -> tuple[int, int, int]:
+        # Elements between batches, heads and rows of q, k or v: the caller's where it is read in place.
+        return tuple(in_place[ref][:3]) if ref in in_place else (h * rows_ * width, rows_ * width, width)
     source = PREAMBLE + _SOURCE.format(name=name, T=ctype, TQ=tq, TK=tk, D=d, DV=dv, ROWS=rows, TILES=tiles,
                                        CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
-                                       KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4)
+                                       KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
+                                       QS=", ".join(map(str, layout(refs[0], tq, d))),
+                                       KS=", ".join(map(str, layout(refs[1], tk, d))),
+                                       VS=", ".join(map(str, layout(refs[2], tk, dv))))
     out = node.name
     flops = 2 * heads * tq * tk * (d + dv) // (2 if causal else 1)
+    read = [n for r, n in zip(refs, "qkv") if r in in_place]
     note = (f"attention kernel of our own: {b}x{h} heads, {tq} queries x {tk} keys, head size {d}"
             f"{'' if dv == d else f' (values {dv})'}, scale {scale:.6g}{', causal' if causal else ''}, "
             f"{node.dtype} in, fp32 softmax and products; {rows} query rows a block, {heads * tiles} blocks "
-            f"({flops / 1e6:.0f} MFLOP)")
+            f"({flops / 1e6:.0f} MFLOP)" + (f"; reads {', '.join(read)} in place at the caller's strides" if read else ""))
     moved = sum(t.numel * (4 if t.dtype == "float32" else 2) for t in (q, k, v, node))
     return KernelSpec(name=name, source=source, kind="attention", params=[refs[0], refs[1], refs[2], out],
-                      outputs=[out], grid=heads * tiles, block=THREADS, note=note, bytes_moved=moved, shared=shared)
+                      outputs=[out], grid=heads * tiles, block=THREADS, note=note, bytes_moved=moved, shared=shared,
+                      strided={r: list(in_place[r]) for r in refs if r in in_place})
 
 
 # One block: ROWS query rows of one (batch, head). Shapes are the task's: every bound is a constant.
@@ -126,14 +146,17 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   const int tid = threadIdx.x, tr = tid >> 4, tc = tid & 15;
   const int head = blockIdx.x / TILES;
   const int q0 = (TILES - 1 - (int)(blockIdx.x % TILES)) * ROWS;   // the longest rows (causal) start first
-  const {T}* qh = q + (long long)head * TQ * D;
-  const {T}* kh = k + (long long)head * TK * D;
-  const {T}* vh = v + (long long)head * TK * DV;
+  // Elements between batches, heads and rows of q, k and v (row-major, or the caller's strides).
+  constexpr long long QB[3] = {{{QS}}}, KB[3] = {{{KS}}}, VB[3] = {{{VS}}};
+  const int bi = head / {H}, hi = head % {H};
+  const {T}* qh = q + bi * QB[0] + hi * QB[1];
+  const {T}* kh = k + bi * KB[0] + hi * KB[1];
+  const {T}* vh = v + bi * VB[0] + hi * VB[1];
 
   for (int i = tid * 4; i < ROWS * D; i += {THREADS} * 4) {{
     const int r = i / D, c = i % D;
     float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-    if (q0 + r < TQ) stitch_ldv<4>(qh + (long long)(q0 + r) * D + c, x);
+    if (q0 + r < TQ) stitch_ldv<4>(qh + (long long)(q0 + r) * QB[2] + c, x);
     *reinterpret_cast<float4*>(qs + i) = make_float4(x[0], x[1], x[2], x[3]);
   }}
 
@@ -153,13 +176,13 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
     for (int i = tid * 4; i < KEYS * D; i += {THREADS} * 4) {{
       const int r = i / D, c = i % D;
       float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-      if (k0 + r < TK) stitch_ldv<4>(kh + (long long)(k0 + r) * D + c, x);
+      if (k0 + r < TK) stitch_ldv<4>(kh + (long long)(k0 + r) * KB[2] + c, x);
       *reinterpret_cast<float4*>(ks + r * KD + c) = make_float4(x[0], x[1], x[2], x[3]);
     }}
     for (int i = tid * 4; i < KEYS * DV; i += {THREADS} * 4) {{
       const int r = i / DV, c = i % DV;
       float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-      if (k0 + r < TK) stitch_ldv<4>(vh + (long long)(k0 + r) * DV + c, x);
+      if (k0 + r < TK) stitch_ldv<4>(vh + (long long)(k0 + r) * VB[2] + c, x);
       *reinterpret_cast<float4*>(vs + i) = make_float4(x[0], x[1], x[2], x[3]);
     }}
     __syncthreads();

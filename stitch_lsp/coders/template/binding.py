@@ -154,6 +154,10 @@ def _value(v, env, device):
 
 def _ready(t, layout=None):
     # Kernels index their inputs as contiguous (or in the memory format named) and load 16 bytes at a time.
+    if type(layout) is tuple:  # read in place at these strides: a copy laid out so when they differ
+        if t.stride() != layout or t.data_ptr() % 16:
+            t = torch.empty_strided(t.shape, layout, dtype=t.dtype, device=t.device).copy_(t)
+        return t
     t = t.contiguous() if layout is None else t.contiguous(memory_format=layout)
     if t.data_ptr() % 16:
         t = t.clone()
@@ -248,9 +252,11 @@ class _Prepared:
                 continue
             outs = [(o, tuple(shape), getattr(torch, dtype)) for o, shape, dtype in step["outputs"]]
             layouts = step.get("layouts") or {}
+            strided = step.get("strided") or {}
             self.steps.append(["kernel", name, data["sources"][name], step["args"], outs,
                                (step["grid"], 1, 1), (step["block"], 1, 1), None,
-                               [getattr(torch, layouts[a]) if a in layouts else None for a in step["args"]],
+                               [getattr(torch, layouts[a]) if a in layouts else tuple(strided[a]) if a in strided
+                                else None for a in step["args"]],
                                step.get("shared", 0), step.get("team", 0), frozenset(step.get("zeroed", ())), step.get("least", 0)])
         # Every CUDA kernel compiled at once on several threads, not one by one as the first call reaches it.
         prefetch_kernels([(s[2], s[1]) for s in self.steps if s[0] == "kernel" and s[2] not in _KERNELS]

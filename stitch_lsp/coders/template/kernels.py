@@ -48,6 +48,9 @@ class KernelSpec:
     scratch: dict = field(factory=dict)
     # Inputs read in another memory layout than contiguous: name -> torch memory format ("channels_last").
     layouts: dict = field(factory=dict)
+    # Inputs read in place at the caller's strides (forward's transposed views): name -> strides; the binding
+    # passes a tensor at other strides in a copy laid out so.
+    strided: dict = field(factory=dict)
     # Dynamic shared memory a block takes, in bytes (a cluster holding its rows there).
     shared: int = 0
     # A team kernel's blocks a row (``reduction_kernels.team_for``): it loops over the rows, and its blocks wait

@@ -39,7 +39,8 @@ def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph):
     if node.op != SDPA:
         return None
     try:
-        return attention_kernel(node, index, f"stitch_attention_{node.name}")
+        strides = {i.name: tuple(i.strides) for i in graph.inputs if i.strides}
+        return attention_kernel(node, index, f"stitch_attention_{node.name}", strides)
     except Unsupported:
         return None
 

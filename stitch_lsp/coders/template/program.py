@@ -48,6 +48,7 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                 "outputs": [[o, list(index[o].shape), index[o].dtype] if o in index
                             else [o, list(k.scratch[o][0]), k.scratch[o][1]] for o in k.outputs],
                 **({"layouts": dict(k.layouts)} if k.layouts else {}),
+                **({"strided": {a: list(st) for a, st in k.strided.items()}} if k.strided else {}),
                 **({"shared": k.shared} if k.shared else {}),
                 **({"team": k.team} if k.team else {}),
                 **({"zeroed": list(k.zeroed)} if k.zeroed else {}),
