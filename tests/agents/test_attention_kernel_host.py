@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
 from stitch_lsp.coders.template import lower  # noqa: E402
+from stitch_lsp.plan.gemm_tiles import GemmOptions  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 from tests.agents import test_template_rows_host as rows  # noqa: E402
 
@@ -31,7 +32,24 @@ class Model(nn.Module):
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal={causal}, scale={scale})
 
+
+class Block(nn.Module):  # q, k and v split from one projection inside forward, as nanoGPT's attention has them
+    def __init__(self):
+        super().__init__()
+        self.c_attn = nn.Linear({h} * {d}, 3 * {h} * {d})
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, {h}, C // {h}).transpose(1, 2)
+        k = k.view(B, T, {h}, C // {h}).transpose(1, 2)
+        v = v.view(B, T, {h}, C // {h}).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal={causal}, scale={scale})
+        return y.transpose(1, 2).contiguous().view(B, T, C)
+
 def get_inputs():
+    if {block}:
+        return [torch.randn({b}, {tq}, {h} * {d}).to({dtype})]
     if {split}:  # q, k and v as a model passes them: heads split from one projection and transposed
         qkv = torch.randn({b}, {tq}, 3, {h}, {d}).to({dtype})
         return [qkv[:, :, i].transpose(1, 2) for i in range(3)]
@@ -50,6 +68,9 @@ CASES = {
     # Read in place at the caller's strides: no copy of q, k or v first.
     "split-heads-fp32": dict(b=2, h=3, tq=70, tk=70, d=8, dv=8, causal=True, scale=None, dtype="torch.float32",
                              split=True),
+    # Read in place from the projection's output, through the split, the views and the transposes.
+    "projected-fp32": dict(b=2, h=3, tq=70, tk=70, d=8, dv=8, causal=True, scale=None, dtype="torch.float32",
+                           block=True),
 }
 
 
@@ -69,17 +90,25 @@ def test_the_attention_kernel_matches_the_function_on_the_host(case, tmp_path, m
     from stitch_lsp.worker import inputs as inp
     from stitch_lsp.worker.verify.compare import compare
 
-    params = {"split": False, **CASES[case]}
+    params = {"split": False, "block": False, **CASES[case]}
     source = SOURCE.format(**params)
+    if params["block"]:
+        source = source.replace("class Model(nn.Module):", "class Unused(nn.Module):").replace("class Block(", "class Model(")
     reply = trace_handler.trace_task(source)
     assert reply.ok, reply.message
-    program = lower(reply.graph)
-    assert [k.kind for k in program.kernels] == ["attention"], program.notes
-    (kernel,) = program.kernels
-    assert bool(kernel.strided) == params["split"] and ("in place" in kernel.note) == params["split"]
+    program = lower(reply.graph, GemmOptions(mode="cublas"))
+    kernels = [k for k in program.kernels if k.kind == "attention"]
+    assert len(kernels) == 1, program.notes
+    (kernel,) = kernels
+    assert bool(kernel.strided) == params["split"]
+    assert ("in place" in kernel.note) == (params["split"] or params["block"])
     if params["split"]:
         # (batch, head, position, element) of a (2, 70, 3, 3, 8) projection's slice, transposed
         assert list(kernel.strided.values()) == [[70 * 72, 8, 72, 1]] * 3
+    if params["block"]:  # q, k and v are read from the projection itself, at offsets 0, C and 2C
+        (projection,) = set(kernel.params[:3])
+        assert "addmm" in projection or "linear" in projection, kernel.params
+        assert "QB[4] = {0, " in kernel.source and "KB[4] = {24, " in kernel.source and "VB[4] = {48, " in kernel.source
     monkeypatch.setattr(host, "_driver", rows._driver)
     ns: dict = {}
     exec(compile(source, "task", "exec"), ns)
@@ -88,7 +117,15 @@ def test_the_attention_kernel_matches_the_function_on_the_host(case, tmp_path, m
         values = ns["get_inputs"]()
         if case_name != "random":
             values = inp.adversarial(values, case_name, 3)
-        want = reference(*values, params["causal"], params["scale"])
-        got = host._run_program(program_data(program), [v.clone() for v in values], tmp_path)
+        model = ns["Model"]().eval()
+        state = [t.detach() for t in list(model.parameters()) + list(model.buffers())]
+        if params["block"]:
+            with torch.no_grad():
+                qkv = model.c_attn(values[0]).split(values[0].shape[-1], dim=2)
+            heads = [t.view(params["b"], params["tq"], params["h"], params["d"]).transpose(1, 2) for t in qkv]
+            want = reference(*heads, params["causal"], params["scale"]).transpose(1, 2).reshape(values[0].shape)
+        else:
+            want = reference(*values, params["causal"], params["scale"])
+        got = host._run_program(program_data(program), state + [v.clone() for v in values], tmp_path)
         result = compare(want.to(got.dtype), got, ref64=want)
         assert result.passed, f"{case_name}: {result.detail}"

@@ -30,7 +30,9 @@ import math
 from stitch_lsp.coders.template.cuda_common import PREAMBLE
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, _c_type
-from stitch_lsp.op_graph import OpNode
+from stitch_lsp.coders.template.values.index_maps import contiguous_strides
+from stitch_lsp.coders.template.view_layout import in_place_layout
+from stitch_lsp.op_graph import OpGraph, OpNode
 
 THREADS = 128
 KEYS = 64  # keys a tile
@@ -64,12 +66,11 @@ def _read_in_place(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return len(strides) == 4 and strides[3] == 1 and all(s % 4 == 0 or d == 1 for s, d in zip(strides[:3], shape))
 
 
-def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str,
-                     strides: dict[str, tuple[int, ...]] | None = None) -> KernelSpec:
-    """The kernel for one ``scaled_dot_product_attention`` node; ``Unsupported`` says why not. ``strides``:
-    forward inputs the caller passes at other strides than row-major (``GraphInput.strides``); q, k or v among
-    them whose rows are contiguous is read in place at those strides, where a row-major kernel would need
-    the binding to copy it first."""
+def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGraph | None = None) -> KernelSpec:
+    """The kernel for one ``scaled_dot_product_attention`` node; ``Unsupported`` says why not. With the
+    ``graph``, a q, k or v that is a view (heads split from a projection and transposed, or forward's input
+    at its traced strides) is read in place where its rows are contiguous (``view_layout``), where a
+    row-major kernel would need the binding to copy it first."""
     args = node.args
     refs = [a.get("$") if isinstance(a, dict) else None for a in args[:3]]
     if len(args) < 3 or None in refs:
@@ -105,28 +106,37 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str,
         raise Unsupported("too many query tiles for one launch")
     shared = shared_bytes(rows, d, dv)
     ctype = _c_type(node.dtype)
-    in_place = {r: st for r, st in (strides or {}).items() if r in refs and _read_in_place(index[r].shape, st)}
+    in_place: dict[str, tuple[str, int, tuple[int, ...]]] = {}
+    for ref in refs if graph is not None else ():
+        base, offset, st = in_place_layout(ref, index, graph)
+        if (base != ref or st != tuple(contiguous_strides(index[ref].shape))) and offset % 4 == 0 \
+                and _read_in_place(index[ref].shape, st):
+            in_place[ref] = (base, offset, st)
+    traced = {i.name: tuple(i.strides) for i in graph.inputs if i.strides} if graph is not None else {}
 
-    def layout(ref: str, rows_: int, width: int) -> tuple[int, int, int]:
-        # Elements between batches, heads and rows of q, k or v: the caller's where it is read in place.
-        return tuple(in_place[ref][:3]) if ref in in_place else (h * rows_ * width, rows_ * width, width)
+    def layout(ref: str, rows_: int, width: int) -> str:
+        # The element offset, then the elements between batches, heads and rows of q, k or v.
+        if ref in in_place:
+            _, offset, st = in_place[ref]
+            return ", ".join(map(str, (offset, *st[:3])))
+        return ", ".join(map(str, (0, h * rows_ * width, rows_ * width, width)))
     source = PREAMBLE + _SOURCE.format(name=name, T=ctype, TQ=tq, TK=tk, D=d, DV=dv, ROWS=rows, TILES=tiles,
                                        CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
                                        KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
-                                       QS=", ".join(map(str, layout(refs[0], tq, d))),
-                                       KS=", ".join(map(str, layout(refs[1], tk, d))),
-                                       VS=", ".join(map(str, layout(refs[2], tk, dv))))
+                                       QS=layout(refs[0], tq, d), KS=layout(refs[1], tk, d),
+                                       VS=layout(refs[2], tk, dv))
     out = node.name
     flops = 2 * heads * tq * tk * (d + dv) // (2 if causal else 1)
     read = [n for r, n in zip(refs, "qkv") if r in in_place]
     note = (f"attention kernel of our own: {b}x{h} heads, {tq} queries x {tk} keys, head size {d}"
             f"{'' if dv == d else f' (values {dv})'}, scale {scale:.6g}{', causal' if causal else ''}, "
             f"{node.dtype} in, fp32 softmax and products; {rows} query rows a block, {heads * tiles} blocks "
-            f"({flops / 1e6:.0f} MFLOP)" + (f"; reads {', '.join(read)} in place at the caller's strides" if read else ""))
+            f"({flops / 1e6:.0f} MFLOP)" + (f"; reads {', '.join(read)} in place through their views (no copy first)" if read else ""))
     moved = sum(t.numel * (4 if t.dtype == "float32" else 2) for t in (q, k, v, node))
-    return KernelSpec(name=name, source=source, kind="attention", params=[refs[0], refs[1], refs[2], out],
+    bases = [in_place[r][0] if r in in_place else r for r in refs]
+    return KernelSpec(name=name, source=source, kind="attention", params=[*bases, out],
                       outputs=[out], grid=heads * tiles, block=THREADS, note=note, bytes_moved=moved, shared=shared,
-                      strided={r: list(in_place[r]) for r in refs if r in in_place})
+                      strided={b: list(traced[b]) for b in bases if b in traced})
 
 
 # One block: ROWS query rows of one (batch, head). Shapes are the task's: every bound is a constant.
@@ -146,17 +156,18 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   const int tid = threadIdx.x, tr = tid >> 4, tc = tid & 15;
   const int head = blockIdx.x / TILES;
   const int q0 = (TILES - 1 - (int)(blockIdx.x % TILES)) * ROWS;   // the longest rows (causal) start first
-  // Elements between batches, heads and rows of q, k and v (row-major, or the caller's strides).
-  constexpr long long QB[3] = {{{QS}}}, KB[3] = {{{KS}}}, VB[3] = {{{VS}}};
+  // Where q, k and v lie in what the kernel is given: an element offset, then the elements between batches,
+  // heads and rows (row-major, or through the views that made them from a projection or forward's input).
+  constexpr long long QB[4] = {{{QS}}}, KB[4] = {{{KS}}}, VB[4] = {{{VS}}};
   const int bi = head / {H}, hi = head % {H};
-  const {T}* qh = q + bi * QB[0] + hi * QB[1];
-  const {T}* kh = k + bi * KB[0] + hi * KB[1];
-  const {T}* vh = v + bi * VB[0] + hi * VB[1];
+  const {T}* qh = q + QB[0] + bi * QB[1] + hi * QB[2];
+  const {T}* kh = k + KB[0] + bi * KB[1] + hi * KB[2];
+  const {T}* vh = v + VB[0] + bi * VB[1] + hi * VB[2];
 
   for (int i = tid * 4; i < ROWS * D; i += {THREADS} * 4) {{
     const int r = i / D, c = i % D;
     float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-    if (q0 + r < TQ) stitch_ldv<4>(qh + (long long)(q0 + r) * QB[2] + c, x);
+    if (q0 + r < TQ) stitch_ldv<4>(qh + (long long)(q0 + r) * QB[3] + c, x);
     *reinterpret_cast<float4*>(qs + i) = make_float4(x[0], x[1], x[2], x[3]);
   }}
 
@@ -176,13 +187,13 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
     for (int i = tid * 4; i < KEYS * D; i += {THREADS} * 4) {{
       const int r = i / D, c = i % D;
       float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-      if (k0 + r < TK) stitch_ldv<4>(kh + (long long)(k0 + r) * KB[2] + c, x);
+      if (k0 + r < TK) stitch_ldv<4>(kh + (long long)(k0 + r) * KB[3] + c, x);
       *reinterpret_cast<float4*>(ks + r * KD + c) = make_float4(x[0], x[1], x[2], x[3]);
     }}
     for (int i = tid * 4; i < KEYS * DV; i += {THREADS} * 4) {{
       const int r = i / DV, c = i % DV;
       float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-      if (k0 + r < TK) stitch_ldv<4>(vh + (long long)(k0 + r) * VB[2] + c, x);
+      if (k0 + r < TK) stitch_ldv<4>(vh + (long long)(k0 + r) * VB[3] + c, x);
       *reinterpret_cast<float4*>(vs + i) = make_float4(x[0], x[1], x[2], x[3]);
     }}
     __syncthreads();

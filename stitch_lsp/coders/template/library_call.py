@@ -39,8 +39,7 @@ def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph):
     if node.op != SDPA:
         return None
     try:
-        strides = {i.name: tuple(i.strides) for i in graph.inputs if i.strides}
-        return attention_kernel(node, index, f"stitch_attention_{node.name}", strides)
+        return attention_kernel(node, index, f"stitch_attention_{node.name}", graph)
     except Unsupported:
         return None
 
