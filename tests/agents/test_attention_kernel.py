@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from stitch_lsp.coders.template.attention_kernel import attention_kernel, query_rows
+from stitch_lsp.coders.template.attention.kernel import attention_kernel, query_rows
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders import ATTENTION_LIBRARY as LIBRARY
 from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode

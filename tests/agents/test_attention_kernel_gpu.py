@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.coders.template.attention_kernel import attention_kernel  # noqa: E402
+from stitch_lsp.coders.template.attention.kernel import attention_kernel  # noqa: E402
 from tests.agents.test_attention_kernel import VARIANTS, sdpa_graph  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,

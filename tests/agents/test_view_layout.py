@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
-from stitch_lsp.coders.template.view_layout import in_place_layout, view_strides  # noqa: E402
+from stitch_lsp.coders.template.attention.view_layout import in_place_layout, view_strides  # noqa: E402
 
 
 @pytest.mark.parametrize("old, perm, new", [

@@ -31,8 +31,8 @@ def _gemm_family(group: Group, index: dict[str, OpNode], graph: OpGraph):
 
 
 def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph):
-    """The attention kernel of our own (``attention_kernel``) where it takes the call; else PyTorch's."""
-    from stitch_lsp.coders.template.attention_kernel import attention_kernel
+    """The attention kernel of our own (``attention.kernel``) where it takes the call; else PyTorch's."""
+    from stitch_lsp.coders.template.attention.kernel import attention_kernel
     from stitch_lsp.coders.template.emitter import Unsupported
 
     node = library_op(group, index)

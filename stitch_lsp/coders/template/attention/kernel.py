@@ -31,7 +31,7 @@ from stitch_lsp.coders.template.cuda_common import PREAMBLE
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, _c_type
 from stitch_lsp.coders.template.values.index_maps import contiguous_strides
-from stitch_lsp.coders.template.view_layout import in_place_layout
+from stitch_lsp.coders.template.attention.view_layout import in_place_layout
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 THREADS = 128
