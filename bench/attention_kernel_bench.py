@@ -31,7 +31,7 @@ def main() -> None:
     from stitch_lsp.contract.intervals import median_interval, round_ratios
     from stitch_lsp.runtime.loader import load_kernel
     from stitch_lsp.worker.timing import run_interleaved
-    from stitch_lsp.coders.template.attention_kernel import attention_kernel
+    from stitch_lsp.coders.template.attention.kernel import attention_kernel
     from tests.agents.test_attention_kernel import sdpa_graph
 
     ap = argparse.ArgumentParser()
