@@ -47,6 +47,7 @@ def test_query_rows_grow_only_once_the_gpu_is_full():
     assert query_rows(8, 256) == 16
     assert query_rows(24, 256) == 32
     assert query_rows(48, 256) == 64
+    assert query_rows(1576, 2) == 8 and query_rows(40, 20) == 16  # no more rows than the queries need
 
 
 @pytest.mark.parametrize("change, why", [
@@ -65,7 +66,8 @@ def test_what_the_kernel_does_not_take_stays_pytorchs_and_says_why(change, why):
 
 
 VARIANTS = [dict(), dict(dtype="bfloat16"), dict(dtype="float16", causal=False), dict(d=128, tq=1024, h=12),
-            dict(tq=100, tk=300, d=32, dv=96, causal=False), dict(tq=77, d=80, causal=True, scale=0.5)]
+            dict(tq=100, tk=300, d=32, dv=96, causal=False), dict(tq=77, d=80, causal=True, scale=0.5),
+            dict(b=197, h=8, tq=2, d=64, causal=False)]
 
 
 @pytest.mark.nvcc

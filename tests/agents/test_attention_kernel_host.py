@@ -65,6 +65,8 @@ CASES = {
     "causal-fp32": dict(b=1, h=2, tq=70, tk=70, d=16, dv=16, causal=True, scale=None, dtype="torch.float32"),
     "cross-fp32": dict(b=2, h=1, tq=20, tk=90, d=12, dv=24, causal=False, scale=0.3, dtype="torch.float32"),
     "causal-bf16": dict(b=1, h=1, tq=40, tk=40, d=8, dv=8, causal=True, scale=None, dtype="torch.bfloat16"),
+    # Two queries a head (a transformer over a batch of 2 as its sequence): 8 query rows a block.
+    "two-queries-fp32": dict(b=5, h=2, tq=2, tk=2, d=16, dv=16, causal=False, scale=None, dtype="torch.float32"),
     # Read in place at the caller's strides: no copy of q, k or v first.
     "split-heads-fp32": dict(b=2, h=3, tq=70, tk=70, d=8, dv=8, causal=True, scale=None, dtype="torch.float32",
                              split=True),

@@ -47,11 +47,12 @@ def _hint(v):
 
 
 def query_rows(heads: int, queries: int) -> int:
-    """Query rows a block: the most (64, 32, 16) that still gives the GPU a block per SM."""
-    for rows in (64, 32):
-        if heads * -(-queries // rows) >= FILL_SMS:
-            return rows
-    return 16
+    """Query rows a block: the most (64, 32, 16) that still gives the GPU a block per SM, and no more than
+    the queries need (down to 8: a transformer run over a batch of 2 as its sequence has 2 queries a head)."""
+    rows = next((r for r in (64, 32) if heads * -(-queries // r) >= FILL_SMS), 16)
+    while rows > 8 and rows >= 2 * queries:
+        rows //= 2
+    return rows
 
 
 def shared_bytes(rows: int, d: int, dv: int) -> int:
