@@ -150,6 +150,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   constexpr int KD = D + 4, PD = KEYS + 4;         // padded row lengths of the key and probability tiles
   constexpr bool CAUSAL = {CAUSAL};
   constexpr float SCALE = {SCALE}f;                // scale * log2(e): scores in base 2
+  const float NEG_INF = __int_as_float(0xff800000);  // NVRTC has no math.h, so no INFINITY
   STITCH_HELD(qs, {FLOATS});
   float* ks = qs + ROWS * D;
   float* vs = ks + KEYS * KD;
@@ -175,7 +176,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   float m[R], l[R], acc[R][NC][4];
 #pragma unroll
   for (int r = 0; r < R; ++r) {{
-    m[r] = -INFINITY; l[r] = 0.f;
+    m[r] = NEG_INF; l[r] = 0.f;
 #pragma unroll
     for (int c = 0; c < NC; ++c)
 #pragma unroll
@@ -221,18 +222,18 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
 #pragma unroll
     for (int r = 0; r < R; ++r) {{
       const int row = q0 + tr * R + r;
-      float mx = -INFINITY;
+      float mx = NEG_INF;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {{
         const int key = k0 + tc + 16 * j;
         const bool keep = key < TK && (!CAUSAL || key <= row);
-        s[r][j] = keep ? s[r][j] * SCALE : -INFINITY;
+        s[r][j] = keep ? s[r][j] * SCALE : NEG_INF;
         mx = fmaxf(mx, s[r][j]);
       }}
 #pragma unroll
       for (int o = 8; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
       const float mn = fmaxf(m[r], mx);
-      const float base = mn == -INFINITY ? 0.f : mn;   // a row with no key kept yet: nothing to rescale
+      const float base = mn == NEG_INF ? 0.f : mn;   // a row with no key kept yet: nothing to rescale
       const float alpha = exp2f(m[r] - base);
       float sum = 0.f;
 #pragma unroll
