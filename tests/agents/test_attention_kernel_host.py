@@ -131,3 +131,57 @@ def test_the_attention_kernel_matches_the_function_on_the_host(case, tmp_path, m
         got = host._run_program(program_data(program), state + [v.clone() for v in values], tmp_path)
         result = compare(want.to(got.dtype), got, ref64=want)
         assert result.passed, f"{case_name}: {result.detail}"
+
+
+WRITTEN = '''
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Model(nn.Module):  # minGPT's attention, from q, k and v on
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(80, 80)).view(1, 1, 80, 80))
+
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        return att @ v
+
+def get_inputs():
+    return [torch.randn(1, 2, 70, 16), torch.randn(1, 2, 70, 16), torch.randn(1, 2, 70, 16)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_attention_written_by_hand_keeps_its_nan_and_inf_at_masked_keys(tmp_path, monkeypatch):
+    """As written, a masked key's probability 0 times v still adds: NaN or Inf in v there reaches every row that
+    masks it. The kernel for a folded hand-written attention keeps that, in the tile on the diagonal and past it."""
+    from stitch_lsp.coders.template.program import program_data
+    from stitch_lsp.worker.verify.compare import compare
+
+    reply = trace_handler.trace_task(WRITTEN)
+    assert reply.ok, reply.message
+    program = lower(reply.graph, GemmOptions(mode="cublas"))
+    (kernel,) = [k for k in program.kernels if k.kind == "attention"]
+    assert "as in the written code" in kernel.note
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(WRITTEN, program, ("random", "nan", "inf", "large"), tmp_path)
+    ns: dict = {}
+    exec(compile(WRITTEN, "task", "exec"), ns)
+    model = ns["Model"]().eval()
+    torch.manual_seed(2)
+    q, k, v = ns["get_inputs"]()
+    v[0, 0, 69, 3] = float("nan")  # past every other row's diagonal, in the last tile
+    v[0, 1, 30, 5] = float("inf")  # in the first tile: rows 0-29 mask it (NaN), rows 30-69 read it (Inf)
+    with torch.no_grad():
+        want = model(q, k, v)
+    got = host._run_program(program_data(program), [model.bias, q, k, v], tmp_path)
+    assert torch.isnan(want[0, 0, :, 3]).all() and torch.isnan(want[0, 1, :30, 5]).all()
+    result = compare(want, got)
+    assert result.passed, result.detail

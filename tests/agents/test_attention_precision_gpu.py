@@ -149,7 +149,9 @@ def fused(name: str, precision: str, verifier, tmp_path):
 def test_attention_runs_as_sdpa_and_passes_the_verifier(name, precision, verifier, tmp_path):
     outcome = fused(name, precision, verifier, tmp_path)
     calls = " ".join(outcome.candidate.library_calls)
-    assert "scaled_dot_product_attention" in calls, outcome.candidate.notes
+    # One fused pass: the attention kernel of our own, or PyTorch's where ours was slower (the message says so).
+    ours = any("attention kernel of our own" in note for note in outcome.candidate.notes)
+    assert ours or ("scaled_dot_product_attention" in calls and outcome.attention_fallback), outcome.candidate.notes
     assert "is_causal=True" in outcome.plan_text
     assert outcome.verdict.correctness.dtype == {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[precision]
 

@@ -30,8 +30,9 @@ def _gemm_family(group: Group, index: dict[str, OpNode], graph: OpGraph):
     return gemm_kernel(node) if node.op == GEMM_OP else None
 
 
-def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph):
-    """The attention kernel of our own (``attention.kernel``) where it takes the call; else PyTorch's."""
+def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph, written: frozenset[str] = frozenset()):
+    """The attention kernel of our own (``attention.kernel``) where it takes the call; else PyTorch's.
+    ``written``: attention nodes folded from hand-written code, whose NaN / Inf the kernel keeps."""
     from stitch_lsp.coders.template.attention.kernel import attention_kernel
     from stitch_lsp.coders.template.emitter import Unsupported
 
@@ -39,7 +40,7 @@ def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph):
     if node.op != SDPA:
         return None
     try:
-        return attention_kernel(node, index, f"stitch_attention_{node.name}", graph)
+        return attention_kernel(node, index, f"stitch_attention_{node.name}", graph, written=node.name in written)
     except Unsupported:
         return None
 
@@ -64,11 +65,14 @@ def describe(group: Group, index: dict[str, OpNode], graph: OpGraph) -> str:
     return text
 
 
-def lower_library(group: Group, index: dict[str, OpNode], graph: OpGraph, attention: bool | str = True):
+def lower_library(group: Group, index: dict[str, OpNode], graph: OpGraph, attention: bool | str = True,
+                  written_attention: frozenset[str] = frozenset()):
     """A kernel of our own for the group where a registered lowering writes one; None keeps the library call
     (always for attention when ``attention`` is ``LIBRARY``)."""
     kind = library_calls.library_kind(library_op(group, index).op)
     if kind == "attention" and attention == LIBRARY:
         return None
+    if kind == "attention":
+        return _attention(group, index, graph, written_attention)
     lowering = LOWERINGS.get(kind or "")
     return lowering(group, index, graph) if lowering is not None else None

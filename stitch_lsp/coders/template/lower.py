@@ -48,6 +48,9 @@ class LoweredProgram:
     notes: list[str] = field(factory=list)
     library_fusions: list[str] = field(factory=list)  # ops folded into a library call's epilogue
     pattern_calls: list[str] = field(factory=list)  # hand-written attention taken as one library call
+    # The attention nodes folded from hand-written attention: their kernel keeps the written code's NaN / Inf
+    # (a masked key's 0 times v still reaches the sum), as PyTorch's fused attention does not.
+    written_attention: list[str] = field(factory=list)
     library_calls: list[str] = field(factory=list)  # ops a library runs by design (cuBLAS, cuDNN, pooling)
     # Ops left to PyTorch because no template covers them: what stops the task being covered.
     blocking_ops: list[str] = field(factory=list)
@@ -119,6 +122,7 @@ def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
     index = graph.index()
     program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in taken] + list(folded) + moved,
                              library_fusions=folded, pattern_calls=[m.describe() for m in taken],
+                             written_attention=[m.node for m in taken],
                              source_graph=source, gemm_mode=gemm.mode,
                              conv_layout="nchw" if channels_last is False else "", attention=attention)
     program.conv_layouts = conv_layouts(graph, groups, index, channels_last)
@@ -177,7 +181,7 @@ def _lower_calls(program: LoweredProgram, group: Group, index) -> None:
     graph, layouts = program.graph, program.conv_layouts
     why = ""
     if group.kind == "library":
-        spec = lower_library(group, index, graph, program.attention)
+        spec = lower_library(group, index, graph, program.attention, frozenset(program.written_attention))
         if spec is not None:
             program.kernels.append(spec)
             program.steps.append(Step(group.index, list(group.nodes), kernel=spec))

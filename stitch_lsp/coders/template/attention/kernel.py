@@ -67,11 +67,15 @@ def _read_in_place(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return len(strides) == 4 and strides[3] == 1 and all(s % 4 == 0 or d == 1 for s, d in zip(strides[:3], shape))
 
 
-def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGraph | None = None) -> KernelSpec:
+def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGraph | None = None,
+                     written: bool = False) -> KernelSpec:
     """The kernel for one ``scaled_dot_product_attention`` node; ``Unsupported`` says why not. With the
     ``graph``, a q, k or v that is a view (heads split from a projection and transposed, or forward's input
     at its traced strides) is read in place where its rows are contiguous (``view_layout``), where a
-    row-major kernel would need the binding to copy it first."""
+    row-major kernel would need the binding to copy it first. ``written``: the node stands for attention
+    written out by hand (``softmax(masked scores) @ v``), whose NaN or Inf in v at a masked key still reaches
+    the row (its probability 0 times v): the kernel keeps that, where PyTorch's fused attention leaves masked
+    keys out."""
     args = node.args
     refs = [a.get("$") if isinstance(a, dict) else None for a in args[:3]]
     if len(args) < 3 or None in refs:
@@ -125,14 +129,15 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: O
                                        CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
                                        KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
                                        QS=layout(refs[0], tq, d), KS=layout(refs[1], tk, d),
-                                       VS=layout(refs[2], tk, dv))
+                                       VS=layout(refs[2], tk, dv), LEAK="true" if written and causal else "false")
     out = node.name
     flops = 2 * heads * tq * tk * (d + dv) // (2 if causal else 1)
     read = [n for r, n in zip(refs, "qkv") if r in in_place]
+    as_written = "; NaN or Inf in v at a masked key reaches the row, as in the written code" if written and causal else ""
     note = (f"attention kernel of our own: {b}x{h} heads, {tq} queries x {tk} keys, head size {d}"
             f"{'' if dv == d else f' (values {dv})'}, scale {scale:.6g}{', causal' if causal else ''}, "
             f"{node.dtype} in, fp32 softmax and products; {rows} query rows a block, {heads * tiles} blocks "
-            f"({flops / 1e6:.0f} MFLOP)" + (f"; reads {', '.join(read)} in place through their views (no copy first)" if read else ""))
+            f"({flops / 1e6:.0f} MFLOP)" + (f"; reads {', '.join(read)} in place through their views (no copy first)" if read else "") + as_written)
     moved = sum(t.numel * (4 if t.dtype == "float32" else 2) for t in (q, k, v, node))
     bases = [in_place[r][0] if r in in_place else r for r in refs]
     return KernelSpec(name=name, source=source, kind="attention", params=[*bases, out],
@@ -149,6 +154,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   constexpr int NC = (DV + 63) / 64;               // 4-column chunks a thread holds, 64 columns apart
   constexpr int KD = D + 4, PD = KEYS + 4;         // padded row lengths of the key and probability tiles
   constexpr bool CAUSAL = {CAUSAL};
+  constexpr bool LEAK = {LEAK};                    // attention as written: 0 * v of a masked key still adds
   constexpr float SCALE = {SCALE}f;                // scale * log2(e): scores in base 2
   const float NEG_INF = __int_as_float(0xff800000);  // NVRTC has no math.h, so no INFINITY
   STITCH_HELD(qs, {FLOATS});
@@ -271,7 +277,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
         const int row = q0 + tr * R + r;
 #pragma unroll
         for (int e = 0; e < 4; ++e) {{
-          if (diagonal && k0 + kk + e > row) continue;   // masked: v there is never read into the sum
+          if (!LEAK && diagonal && k0 + kk + e > row) continue;   // masked: v there is never read into the sum
           if (kk + e >= kn) continue;
           const float pv = e == 0 ? p4.x : e == 1 ? p4.y : e == 2 ? p4.z : p4.w;
 #pragma unroll
@@ -284,6 +290,36 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
         }}
       }}
     }}
+  }}
+
+  if (LEAK) {{
+    // Keys past the last tile read are masked for every row here; as written, 0 * v of each still adds, so a NaN
+    // or Inf there makes the column NaN. The 8 row groups share the keys; a column's flag is set in shared memory.
+    int* bad = reinterpret_cast<int*>(ps);
+    __syncthreads();
+    for (int c = tid; c < DV; c += {THREADS}) bad[c] = 0;
+    __syncthreads();
+    const float POS_INF = __int_as_float(0x7f800000);
+    for (int j = (kend + KEYS - 1) / KEYS * KEYS + tr; j < TK; j += 8) {{
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {{
+        const int col = 4 * tc + 64 * c;
+        if (col >= DV) continue;
+        float x[4];
+        stitch_ldv<4>(vh + (long long)j * VB[3] + col, x);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!(fabsf(x[e]) < POS_INF)) bad[col + e] = 1;
+      }}
+    }}
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < NC; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (4 * tc + 64 * c + e < DV && bad[4 * tc + 64 * c + e])
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[r][c][e] = __int_as_float(0x7fc00000);
   }}
 
 #pragma unroll
