@@ -52,7 +52,7 @@ def main() -> None:
     for dtype in ("float32", "bfloat16"):
         for b, h, t, d in SIZES:
             graph = sdpa_graph(b=b, h=h, tq=t, d=d, dtype=dtype)
-            spec = attention_kernel(graph.nodes[0], graph.index(), "stitch_attention_bench")
+            spec = attention_kernel(graph.nodes[0], graph.index(), "stitch_attention_bench", written=True)
             kernel = load_kernel(spec.source, spec.name)
             shape = (b, h, t, d)
             sets = [[torch.randn(shape, device="cuda", dtype=getattr(torch, dtype)) for _ in range(3)]

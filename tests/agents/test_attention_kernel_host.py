@@ -64,7 +64,6 @@ CASES = {
     # 70 queries: a partial query tile; 70 keys: a partial second key tile; the diagonal crosses both.
     "causal-fp32": dict(b=1, h=2, tq=70, tk=70, d=16, dv=16, causal=True, scale=None, dtype="torch.float32"),
     "cross-fp32": dict(b=2, h=1, tq=20, tk=90, d=12, dv=24, causal=False, scale=0.3, dtype="torch.float32"),
-    "causal-bf16": dict(b=1, h=1, tq=40, tk=40, d=8, dv=8, causal=True, scale=None, dtype="torch.bfloat16"),
     # Two queries a head (a transformer over a batch of 2 as its sequence): 8 query rows a block.
     "two-queries-fp32": dict(b=5, h=2, tq=2, tk=2, d=16, dv=16, causal=False, scale=None, dtype="torch.float32"),
     # Read in place at the caller's strides: no copy of q, k or v first.
@@ -152,28 +151,34 @@ class Model(nn.Module):  # minGPT's attention, from q, k and v on
         return att @ v
 
 def get_inputs():
-    return [torch.randn(1, 2, 70, 16), torch.randn(1, 2, 70, 16), torch.randn(1, 2, 70, 16)]
+    return [torch.randn(1, 2, 70, 16).to(DTYPE), torch.randn(1, 2, 70, 16).to(DTYPE), torch.randn(1, 2, 70, 16).to(DTYPE)]
 
 def get_init_inputs():
     return []
 '''
 
 
-def test_attention_written_by_hand_keeps_its_nan_and_inf_at_masked_keys(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dtype", ["torch.float32", "torch.bfloat16"])
+def test_attention_written_by_hand_keeps_its_nan_and_inf_at_masked_keys(dtype, tmp_path, monkeypatch):
     """As written, a masked key's probability 0 times v still adds: NaN or Inf in v there reaches every row that
-    masks it. The kernel for a folded hand-written attention keeps that, in the tile on the diagonal and past it."""
+    masks it. The kernel for a folded hand-written attention keeps that, in the tile on the diagonal and past it
+    (in bf16 too: there PyTorch's fused call, which leaves masked keys out, cannot stand in for it)."""
     from stitch_lsp.coders.template.program import program_data
     from stitch_lsp.worker.verify.compare import compare
 
-    reply = trace_handler.trace_task(WRITTEN)
+    source = WRITTEN.replace("DTYPE", dtype)
+    reply = trace_handler.trace_task(source)
     assert reply.ok, reply.message
     program = lower(reply.graph, GemmOptions(mode="cublas"))
     (kernel,) = [k for k in program.kernels if k.kind == "attention"]
     assert "as in the written code" in kernel.note
     monkeypatch.setattr(host, "_driver", rows._driver)
-    host.check_against_eager(WRITTEN, program, ("random", "nan", "inf", "large"), tmp_path)
+    # Large bf16 inputs: eager rounds the scores to bf16 and picks other maxima than the exact fp32 scores do
+    # (the Verifier judges that case against float64); here eager itself is the reference.
+    cases = ("random", "nan", "inf", "large") if dtype == "torch.float32" else ("random", "nan", "inf")
+    host.check_against_eager(source, program, cases, tmp_path)
     ns: dict = {}
-    exec(compile(WRITTEN, "task", "exec"), ns)
+    exec(compile(source, "task", "exec"), ns)
     model = ns["Model"]().eval()
     torch.manual_seed(2)
     q, k, v = ns["get_inputs"]()

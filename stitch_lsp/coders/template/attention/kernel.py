@@ -2,8 +2,9 @@
 
 Where it is written: a ``scaled_dot_product_attention`` node (forward's own call, or hand-written
 attention the plan folded into one) over 4-D (batch, heads, sequence, head size) tensors with the
-same batch and heads, no ``attn_mask``, no dropout, head sizes a multiple of 4 up to 128, in
-float32 / bfloat16 / float16. Anything else stays PyTorch's fused attention (a library call).
+same batch and heads, no ``attn_mask``, no dropout, head sizes a multiple of 4 up to 128, in float32 (and
+in bfloat16 / float16 for attention written by hand). Anything else stays PyTorch's fused attention (a
+library call).
 
 Why a kernel of our own: at the sizes people run in an editor (a few heads, a few hundred
 positions) PyTorch's fp32 attention is its memory-efficient kernel, 64 query rows a block, so a
@@ -100,6 +101,11 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: O
         raise Unsupported(f"head sizes {d} and {dv} (the kernel takes multiples of 4 up to {MAX_HEAD})")
     if len({q.dtype, k.dtype, v.dtype, node.dtype}) != 1 or node.dtype not in _DTYPES:
         raise Unsupported(f"attention in {q.dtype} / {k.dtype} / {v.dtype}")
+    if node.dtype != "float32" and not written:
+        # Measured on an H100 (bench/results/attention_kernel_h100_20261207): FlashAttention's tensor cores run
+        # bf16 attention 2 to 20 times faster than these fp32 products. Attention written by hand is still taken:
+        # its NaN / Inf at masked keys are the written code's, which PyTorch's fused attention does not keep.
+        raise Unsupported(f"{node.dtype} attention call: PyTorch's FlashAttention (tensor cores) is faster")
     if tuple(node.shape) != (b, h, tq, dv):
         raise Unsupported("the attention's output is not (batch, heads, queries, value size)")
     scale = _hint(kwargs.get("scale"))
