@@ -379,7 +379,9 @@ def _strides_if_not_row_major(val: Any, shape: tuple[int, ...]) -> tuple[int, ..
         want.append(step)
         step *= max(d, 1)
     row_major = all(d == 1 or s == w for d, s, w in zip(shape, strides, reversed(want)))
-    return () if row_major or not all(isinstance(s, int) for s in strides) else strides
+    # An expanded input (stride 0) is read row-major: a copy laid out at its strides would overlap itself.
+    overlapping = any(s == 0 and d > 1 for d, s in zip(shape, strides))
+    return () if row_major or overlapping or not all(isinstance(s, int) for s in strides) else strides
 
 
 def _add_nodes(graph: OpGraph, gm: Any, model: Any, inputs: list[Any]) -> None:

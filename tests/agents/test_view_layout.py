@@ -76,3 +76,10 @@ def test_a_forward_input_is_read_at_its_traced_strides():
     last = reply.graph.outputs[-1]
     base, offset, strides = in_place_layout(last, reply.graph.index(), reply.graph)
     assert (base, offset, strides) == (x.name, 8, (24, 48, 1))
+
+
+def test_an_expanded_forward_input_keeps_no_strides():
+    source = SOURCE.replace("return [torch.randn(2, 5, 24)]", "return [torch.randn(1, 5, 24).expand(2, 5, 24)]")
+    reply = trace_handler.trace_task(source)
+    assert reply.ok, reply.message
+    assert reply.graph.inputs[0].strides == ()  # read row-major: the binding copies it whole first
