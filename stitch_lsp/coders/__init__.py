@@ -81,5 +81,5 @@ def workspace_module(graph: "OpGraph", gemm: "GemmOptions | None", channels_last
     return edit_module(program, loader_import=loader_import, func_name=func_name, header=header)
 
 
-__all__ = ["ATTENTION_LIBRARY", "Coder", "CoderError", "CoderUnavailable", "make_coder", "conv_layouts", "gemm_tune_cases",
-           "workspace_module"]
+__all__ = ["ATTENTION_LIBRARY", "Coder", "CoderError", "CoderUnavailable", "make_coder", "conv_layouts",
+           "gemm_tune_cases", "workspace_module"]

@@ -29,8 +29,8 @@ def run_fallbacks(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, g
                   settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter,
                   verify_library_only: bool = False) -> GemmOptions:
     """Each fallback the outcome's judged candidate calls for, in turn (the attention kernel, attention as
-    one fused call, then the GEMM family, then the convolution's layout), each on the candidate the one before left. Returns the GEMM options of
-    the candidate the outcome now holds."""
+    one fused call, then the GEMM family, then the convolution's layout), each on the candidate the one
+    before left. Returns the GEMM options of the candidate the outcome now holds."""
     why = attention_kernel_reason(outcome.candidate, outcome.verdict)
     if why:
         _attention_kernel_fallback(outcome, graph, device, gemm, settings, verifier, cancel, report, why)
@@ -72,7 +72,8 @@ def _refused_or_slow(verdict: Verdict, what: str, slower: str = "") -> str:
     return ""
 
 
-def _slower_than_compile(verdict: Verdict, what: str = "its kernel", tail: str = ", which keeps the GEMM on cuBLAS") -> str:
+def _slower_than_compile(verdict: Verdict, what: str = "its kernel",
+                         tail: str = ", which keeps the GEMM on cuBLAS") -> str:
     """Why a passing candidate is worth timing with its GEMMs (or its attention) on the library although it
     beat eager: ``torch.compile`` (which leaves fp32 GEMMs to cuBLAS and fuses around them) ran faster, its
     whole 95% interval says so. "" otherwise."""
@@ -177,7 +178,7 @@ def _attention_kernel_fallback(outcome: FuseOutcome, graph: Any, device: DeviceI
     writer.gemm, writer.attention = gemm, mode  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)
     if not candidate.fuses_anything and first_verdict.offerable:
-        outcome.attention_fallback = f"The attention kernel: {why}; with PyTorch's attention nothing is left to fuse"
+        outcome.attention_fallback = f"{why[:1].upper()}{why[1:]}; with PyTorch's attention nothing is left to fuse"
         return
     verdict = judge(task, candidate, plan, verifier, cancel, report, "the candidate with PyTorch's fused attention")
     if not verdict.offerable or (first_verdict.offerable and not _faster(verdict, first_verdict)):

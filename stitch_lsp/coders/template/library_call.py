@@ -46,8 +46,8 @@ def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph, written: 
 
 
 # kind ("gemm" | "conv" | "pool" | "attention" | "random") -> lowering(group, index, graph) -> a KernelSpec or None.
-LOWERINGS: dict[str, Callable[[Group, dict[str, OpNode], OpGraph], object]] = {"gemm": _gemm_family,
-                                                                                "attention": _attention}
+# Attention is lowered apart (``lower_library``): it also needs the program's attention option.
+LOWERINGS: dict[str, Callable[[Group, dict[str, OpNode], OpGraph], object]] = {"gemm": _gemm_family}
 
 
 def library_op(group: Group, index: dict[str, OpNode]) -> OpNode:
@@ -70,9 +70,7 @@ def lower_library(group: Group, index: dict[str, OpNode], graph: OpGraph, attent
     """A kernel of our own for the group where a registered lowering writes one; None keeps the library call
     (always for attention when ``attention`` is ``LIBRARY``)."""
     kind = library_calls.library_kind(library_op(group, index).op)
-    if kind == "attention" and attention == LIBRARY:
-        return None
     if kind == "attention":
-        return _attention(group, index, graph, written_attention)
+        return None if attention == LIBRARY else _attention(group, index, graph, written_attention)
     lowering = LOWERINGS.get(kind or "")
     return lowering(group, index, graph) if lowering is not None else None

@@ -32,7 +32,7 @@ from stitch_lsp.coders.template.cuda_common import PREAMBLE
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, _c_type
 from stitch_lsp.coders.template.values.index_maps import contiguous_strides
-from stitch_lsp.coders.template.attention.view_layout import in_place_layout
+from stitch_lsp.coders.template.attention.view_layout import hint as _hint, in_place_layout
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 THREADS = 128
@@ -41,10 +41,6 @@ MAX_HEAD = 128
 FILL_SMS = 132  # an H100 SXM / H200: blocks to reach before taking more query rows a block
 _DTYPES = ("float32", "bfloat16", "float16")
 _LOG2E = 1.4426950408889634
-
-
-def _hint(v):
-    return v.get("hint") if isinstance(v, dict) else v
 
 
 def query_rows(heads: int, queries: int) -> int:
@@ -139,11 +135,14 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: O
     out = node.name
     flops = 2 * heads * tq * tk * (d + dv) // (2 if causal else 1)
     read = [n for r, n in zip(refs, "qkv") if r in in_place]
-    as_written = "; NaN or Inf in v at a masked key reaches the row, as in the written code" if written and causal else ""
     note = (f"attention kernel of our own: {b}x{h} heads, {tq} queries x {tk} keys, head size {d}"
             f"{'' if dv == d else f' (values {dv})'}, scale {scale:.6g}{', causal' if causal else ''}, "
             f"{node.dtype} in, fp32 softmax and products; {rows} query rows a block, {heads * tiles} blocks "
-            f"({flops / 1e6:.0f} MFLOP)" + (f"; reads {', '.join(read)} in place through their views (no copy first)" if read else "") + as_written)
+            f"({flops / 1e6:.0f} MFLOP)")
+    if read:
+        note += f"; reads {', '.join(read)} in place through their views (no copy first)"
+    if written and causal:
+        note += "; NaN or Inf in v at a masked key reaches the row, as in the written code"
     moved = sum(t.numel * (4 if t.dtype == "float32" else 2) for t in (q, k, v, node))
     bases = [in_place[r][0] if r in in_place else r for r in refs]
     return KernelSpec(name=name, source=source, kind="attention", params=[*bases, out],

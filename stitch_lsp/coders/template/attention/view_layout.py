@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stitch_lsp.coders.template.values.index_maps import contiguous_strides as _row_major
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 _SAME = {"aten.alias.default", "aten.detach.default"}
@@ -26,16 +27,9 @@ _WALKED = _SAME | _RESHAPES | {"aten.permute.default", "aten.transpose.int", "at
 Layout = tuple[str, int, tuple[int, ...]]  # (base value, element offset, strides)
 
 
-def _hint(v: Any) -> Any:
+def hint(v: Any) -> Any:
+    """A traced argument's number: a symbolic size's value at the traced shape, else the argument."""
     return v.get("hint") if isinstance(v, dict) and "hint" in v else v
-
-
-def _row_major(shape: tuple[int, ...]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return strides[::-1]
 
 
 def view_strides(old: tuple[int, ...], strides: list[int], new: tuple[int, ...]) -> list[int] | None:
@@ -63,7 +57,7 @@ def view_strides(old: tuple[int, ...], strides: list[int], new: tuple[int, ...])
 
 
 def _dim(d: Any, rank: int) -> int:
-    d = _hint(d)
+    d = hint(d)
     return d + rank if d < 0 else d
 
 
@@ -88,18 +82,18 @@ def _step(node: OpNode, index: dict[str, OpNode], shape: tuple[int, ...], stride
         d = _dim(args[1], rank + 1)
         return strides[:d] + [strides[d] * shape[d] if d < rank else 1] + strides[d:], offset
     if op.startswith("aten.squeeze."):
-        return [s for s, n in zip(strides, node_keep(shape, tuple(node.shape))) if n], offset
+        return [s for s, n in zip(strides, _squeeze_keeps(shape, tuple(node.shape))) if n], offset
     if op == "aten.slice.Tensor":
         d = _dim(args[1] if len(args) > 1 else 0, rank)
-        start = _hint(args[2]) if len(args) > 2 and args[2] is not None else 0
-        step = _hint(args[4]) if len(args) > 4 else 1
+        start = hint(args[2]) if len(args) > 2 and args[2] is not None else 0
+        step = hint(args[4]) if len(args) > 4 else 1
         start = max(0, start + shape[d] if start < 0 else min(start, shape[d]))
         out = list(strides)
         out[d] *= step
         return out, offset + start * strides[d]
     if op == "aten.select.int":
         d = _dim(args[1], rank)
-        i = _hint(args[2])
+        i = hint(args[2])
         i = i + shape[d] if i < 0 else i
         return strides[:d] + strides[d + 1:], offset + i * strides[d]
     if op == "getitem":
@@ -109,15 +103,15 @@ def _step(node: OpNode, index: dict[str, OpNode], shape: tuple[int, ...], stride
         sargs = split.args
         d = _dim(sargs[2] if len(sargs) > 2 else 0, rank)
         if split.op == "aten.split.Tensor":
-            size = _hint(sargs[1])
+            size = hint(sargs[1])
             sizes = [min(size, shape[d] - s) for s in range(0, shape[d], size)]
         else:
-            sizes = [_hint(s) for s in sargs[1]]
-        return list(strides), offset + sum(sizes[: _hint(args[1])]) * strides[d]
+            sizes = [hint(s) for s in sargs[1]]
+        return list(strides), offset + sum(sizes[: hint(args[1])]) * strides[d]
     return None
 
 
-def node_keep(old: tuple[int, ...], new: tuple[int, ...]) -> list[bool]:
+def _squeeze_keeps(old: tuple[int, ...], new: tuple[int, ...]) -> list[bool]:
     """Which of ``old``'s dimensions a squeeze to ``new`` keeps (the size-1 ones it drops, left to right)."""
     keep, j = [], 0
     for size in old:
