@@ -57,9 +57,9 @@ def make_coder(name: str, settings: Settings) -> Coder:
 def conv_layouts(graph: "OpGraph", groups: "list[Group]", index: "dict[str, OpNode]",
                  channels_last: bool | None = None) -> "dict[str, ConvLayout]":
     """Each convolution's layout as the template Coder would write it (the Planner notes it)."""
-    from stitch_lsp.coders.template.conv_tail import conv_layouts as template_layouts
+    from stitch_lsp.coders.template.conv_chain import chained_layouts
 
-    return template_layouts(graph, groups, index, channels_last)
+    return chained_layouts(graph, groups, index, channels_last)
 
 
 def gemm_tune_cases(graph: "OpGraph", gemm: "GemmOptions") -> "list[TuneCase]":

@@ -119,7 +119,7 @@ def _run_kernel(step: dict, source: str, env: dict, tmp: Path) -> None:
     exe = tmp / f"{name}.bin"
     if not exe.exists():
         params = [(env[a].dtype, a) for a in step["args"]]
-        params = [(str(d).replace("torch.", ""), a) for d, a in params] + [(dt, o) for o, _, dt in step["outputs"]]
+        params = [(str(d).replace("torch.", ""), a) for d, a in params] + [(o[2], o[0]) for o in step["outputs"]]
         cpp = tmp / f"{name}.cpp"
         text = _driver(source, name, params, len(step["args"]), step["grid"], step["block"])
         # The shim and the preamble come first, then the kernel (its copies, for a cluster's ranks).
@@ -146,19 +146,23 @@ def _run_kernel(step: dict, source: str, env: dict, tmp: Path) -> None:
         path.write_bytes(raw.numpy().tobytes())
         files.append(path)
     outs = []
-    for k, (o, shape, dtype) in enumerate(step["outputs"]):
+    for k, (o, shape, dtype, *fmt) in enumerate(step["outputs"]):
+        if fmt:  # written in channels-last: its bytes in that order, channels innermost
+            shape = [shape[0], *shape[2:], shape[1]]
         t = torch.full(shape, float("nan"), dtype=getattr(torch, dtype)) if dtype in ("float32", "float16", "bfloat16") \
             else torch.zeros(shape, dtype=getattr(torch, dtype))
         path = tmp / f"out{k}.raw"
         flat = t.reshape(-1)
         path.write_bytes((flat.view(torch.uint8) if t.dtype != torch.bool else flat.to(torch.uint8)).numpy().tobytes())
         files.append(path)
-        outs.append((o, t, path))
+        outs.append((o, t, path, bool(fmt)))
     run = subprocess.run([str(exe)] + [str(f) for f in files], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    for o, t, path in outs:
+    for o, t, path, physical in outs:
         data = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8)
         env[o] = data.view(t.dtype).reshape(t.shape) if t.dtype != torch.bool else data.bool().reshape(t.shape)
+        if physical:  # back to the logical (N, C, spatial...) order, its strides channels-last as on the GPU
+            env[o] = env[o].permute(0, env[o].dim() - 1, *range(1, env[o].dim() - 1))
 
 
 # The generated module's own runtime (how a step's argument spec is read), run here on the host's device.

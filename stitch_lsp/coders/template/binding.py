@@ -250,7 +250,8 @@ class _Prepared:
                     continue
                 self.steps.append(["op", step["name"], fn, _resolver(step["args"]), _resolver(step["kwargs"])])
                 continue
-            outs = [(o, tuple(shape), getattr(torch, dtype)) for o, shape, dtype in step["outputs"]]
+            outs = [(o[0], tuple(o[1]), getattr(torch, o[2]),
+                     getattr(torch, o[3]) if len(o) > 3 else torch.contiguous_format) for o in step["outputs"]]
             layouts = step.get("layouts") or {}
             strided = step.get("strided") or {}
             self.steps.append(["kernel", name, data["sources"][name], step["args"], outs,
@@ -271,8 +272,9 @@ class _Prepared:
             if kind == "kernel":
                 _, name, source, arg_names, outs, grid, block, kernel, layouts, shared, team, zeroed, least = step
                 args = [_ready(env[a], f) for a, f in zip(arg_names, layouts)]
-                for out, shape, dtype in outs:
-                    t = env[out] = (torch.zeros if out in zeroed else torch.empty)(shape, dtype=dtype, device=device)
+                for out, shape, dtype, fmt in outs:
+                    t = env[out] = (torch.zeros if out in zeroed else torch.empty)(shape, dtype=dtype, device=device,
+                                                                                   memory_format=fmt)
                     args.append(t)
                 if kernel is not None:
                     if team:

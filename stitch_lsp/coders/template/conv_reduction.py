@@ -18,6 +18,7 @@ convolution in NCHW.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from attrs import evolve
 
@@ -59,14 +60,20 @@ def _reshaped(node: OpNode, shape: tuple[int, ...]) -> OpNode:
                   kwargs_json="{}", shape=shape, shape_expr=[])
 
 
-def physical_index(group: Group, index: dict[str, OpNode], conv: str) -> dict[str, OpNode]:
+def physical_index(group: Group, index: dict[str, OpNode], conv: str | Iterable[str],
+                   writes: bool = False) -> dict[str, OpNode]:
     """``index`` with the convolution output and the group's members in channels-last order (see the module
-    doc). Raises Unsupported where a member cannot be written in that order or an output would move."""
-    src = index[conv]
-    rank = len(src.shape)
+    doc). ``conv``: the value (or values, all of one rank) read in that order; ``writes``: the group's outputs
+    are written in that order too (they may move). Raises Unsupported where a member cannot be written in that
+    order or, unless ``writes``, an output would move."""
+    sources = [conv] if isinstance(conv, str) else sorted(conv)
+    rank = len(index[sources[0]].shape)
     new = dict(index)
-    new[conv] = evolve(src, shape=_permuted(src.shape), shape_expr=[])
-    framed = {conv}  # values in the physical order, of rank ``rank``
+    for name in sources:
+        if len(index[name].shape) != rank:
+            raise Unsupported(f"{name} has rank {len(index[name].shape)} beside a rank-{rank} channels-last value")
+        new[name] = evolve(index[name], shape=_permuted(index[name].shape), shape_expr=[])
+    framed = set(sources)  # values in the physical order, of rank ``rank``
     members = set(group.nodes)
     fixed: dict[str, tuple[int, ...]] = {}  # value -> the shape a reader has already taken it at
 
@@ -81,22 +88,38 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str) -> dict[st
         if node.numel <= 1:
             take(name, node.shape)
             return
-        if name == conv or _moves(full):
+        if name in sources or _moves(full):
             raise Unsupported(f"{name} {list(index[name].shape)} would be read across the channels-last order")
         if node.shape == want:
             take(name, node.shape)
             return
         if name in members and node.op not in _RESHAPES:
-            raise Unsupported(f"{name} ({op_table.short(node.op)}) broadcasts into a channels-last value")
+            if name not in waiting:
+                raise Unsupported(f"{name} ({op_table.short(node.op)}) broadcasts into a channels-last value")
+            # A per-channel value computed here (BatchNorm's scale from its variance): computed in the
+            # permuted shape, from its inputs given that shape too (none of them moves).
+            waiting.discard(name)
+            for r in node.refs():
+                shape = index[r].shape
+                if len(shape) > rank:
+                    raise Unsupported(f"{name} ({op_table.short(node.op)}) broadcasts into a channels-last value")
+                present(r, (1,) * (rank - len(shape)) + tuple(shape))
+            take(name, want)
+            new[name] = evolve(node, shape=want, shape_expr=[])
+            return
         take(name, want)
         new[name] = _reshaped(node, want) if name in members else evolve(node, shape=want, shape_expr=[])
 
+    waiting: set[str] = set()  # pointwise members that read no framed value, as yet unread by one
     for name in group.nodes:
         node = index[name]
         refs = node.refs()
         if not any(r in framed for r in refs):
+            if op_table.classify(node.op, node.dtype) == "pointwise" and len(node.shape) <= rank:
+                waiting.add(name)
+                continue
             for r in refs:
-                take(r, new[r].shape)
+                take(r, index[r].shape)
             continue
         kind = op_table.classify(node.op, node.dtype)
         if kind == "pointwise":
@@ -138,8 +161,13 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str) -> dict[st
             new[name] = _reshaped(node, node.shape)
         else:
             raise Unsupported(f"{op_table.short(node.op)} of a channels-last value")
+    for name in [n for n in group.nodes if n in waiting]:  # computed as written: their inputs as they are
+        for r in index[name].refs():
+            take(r, index[r].shape)
     for o in group.outputs:
-        if o in framed and _moves(index[o].shape):
+        if writes and o not in framed and _moves(index[o].shape):
+            raise Unsupported(f"{o} {list(index[o].shape)} is not computed in the channels-last order")
+        if not writes and o in framed and _moves(index[o].shape):
             raise Unsupported(f"{o} {list(index[o].shape)} would be written transposed")
     return new
 

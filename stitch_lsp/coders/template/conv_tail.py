@@ -66,6 +66,20 @@ def conv_layouts(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
     return out
 
 
+def nchw_reason(node: OpNode, outputs: set[str]) -> str:
+    """Why this convolution keeps NCHW whatever reads it ("" where it may run in channels-last)."""
+    if node.op != CONV_OP or len(node.shape) not in _FORMATS:
+        return "only 2-D and 3-D convolutions run in channels-last"
+    groups_arg = node.args[8] if len(node.args) > 8 else 1
+    if groups_arg != 1:
+        return "a grouped convolution keeps cuDNN's NCHW kernels"
+    if node.dtype not in _DTYPES:
+        return f"{node.dtype} output"
+    if node.name in outputs:
+        return "its output is returned"
+    return ""
+
+
 def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[str, OpNode], on: bool,
             asked: bool = False) -> ConvLayout:
     def nchw(why: str) -> ConvLayout:
@@ -75,15 +89,9 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
         # Asked for by the caller: the candidate generated again in NCHW after its channels-last one was refused
         # or slower (the fuse service says which); else the environment.
         return nchw("this candidate was generated in NCHW" if asked else f"{ENV} turns channels-last off")
-    if node.op != CONV_OP or len(node.shape) not in _FORMATS:
-        return nchw("only 2-D and 3-D convolutions run in channels-last")
-    groups_arg = node.args[8] if len(node.args) > 8 else 1
-    if groups_arg != 1:
-        return nchw("a grouped convolution keeps cuDNN's NCHW kernels")
-    if node.dtype not in _DTYPES:
-        return nchw(f"{node.dtype} output")
-    if node.name in outputs:
-        return nchw("its output is returned")
+    why = nchw_reason(node, outputs)
+    if why:
+        return nchw(why)
     if len(readers) != 1:
         return nchw("its output is read by more than one step")
     tail = readers[0]
@@ -111,9 +119,10 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
     return ConvLayout(node.name, _FORMATS[len(node.shape)], TRANSPOSED, tail.index, node.dtype == "float32")
 
 
-def _threads(specs: list[KernelSpec], conv: str) -> int:
-    """Threads the kernels that read ``conv`` launch (the fewest of them)."""
-    return min((s.grid * s.block for s in specs if conv in s.params), default=0)
+def _threads(specs: list[KernelSpec], conv: str | frozenset[str]) -> int:
+    """Threads the kernels that read ``conv`` (or any of these values) launch (the fewest of them)."""
+    read = {conv} if isinstance(conv, str) else conv
+    return min((s.grid * s.block for s in specs if read & set(s.params)), default=0)
 
 
 def input_kernel(conv: OpNode, index: dict[str, OpNode], name: str) -> KernelSpec | None:
@@ -245,12 +254,15 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({w.signature()}) 
                            f"{tc}x{ts} shared-memory tiles and writes NCHW")
 
 
-def reduction_tail(group: Group, index: dict[str, OpNode], name: str, conv: str, sm: int = 90) -> list[KernelSpec]:
-    """The kernels of reduction group ``group`` reading ``conv``'s output in channels-last, the group written in
-    that order (``conv_reduction.physical_index``)."""
-    specs = reduction_kernels(group, physical_index(group, index, conv), name, sm=sm)
+def reduction_tail(group: Group, index: dict[str, OpNode], name: str, conv: str | frozenset[str],
+                   sm: int = 90) -> list[KernelSpec]:
+    """The kernels of reduction group ``group`` reading ``conv``'s output (or these channels-last values) in
+    channels-last, the group written in that order (``conv_reduction.physical_index``)."""
+    read = frozenset([conv]) if isinstance(conv, str) else conv
+    specs = reduction_kernels(group, physical_index(group, index, read), name, sm=sm)
     for spec in specs:
-        if conv in spec.params:
-            spec.layouts = {conv: _FORMATS[len(index[conv].shape)]}
-            spec.note += f"; reads {conv} {READS_CHANNELS_LAST} through its own order (N, spatial, C)"
+        mine = sorted(v for v in read if v in spec.params)
+        if mine:
+            spec.layouts = {v: _FORMATS[len(index[v].shape)] for v in mine}
+            spec.note += f"; reads {', '.join(mine)} {READS_CHANNELS_LAST} through its own order (N, spatial, C)"
     return specs

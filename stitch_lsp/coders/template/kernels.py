@@ -48,6 +48,8 @@ class KernelSpec:
     scratch: dict = field(factory=dict)
     # Inputs read in another memory layout than contiguous: name -> torch memory format ("channels_last").
     layouts: dict = field(factory=dict)
+    # Outputs written in another memory layout than contiguous (a chained kernel's, in channels-last).
+    out_layouts: dict = field(factory=dict)
     # Inputs read in place at the caller's strides (forward's transposed views): name -> strides; the binding
     # passes a tensor at other strides in a copy laid out so.
     strided: dict = field(factory=dict)

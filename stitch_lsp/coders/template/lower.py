@@ -7,7 +7,8 @@ from attrs import define, field
 from stitch_lsp.plan import library_calls, op_table
 from stitch_lsp.plan.attention import fold_attention
 from stitch_lsp.plan.fusion import Group, simplify, split, split_tail, split_windows
-from stitch_lsp.coders.template.conv_tail import conv_layouts, input_kernel, reduction_tail, tail_kernel
+from stitch_lsp.coders.template.conv_chain import chain_kernel, layout_plan
+from stitch_lsp.coders.template.conv_tail import input_kernel, reduction_tail, tail_kernel
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.plan.gemm_match import fuse_gemms
 from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
@@ -57,6 +58,9 @@ class LoweredProgram:
     source_graph: OpGraph | None = None  # the traced graph, before GEMMs and their epilogues were merged
     gemm_mode: str = "auto"  # the GemmOptions mode it was lowered with (re-lowering for other shapes keeps it)
     conv_layouts: dict = field(factory=dict)  # convolution -> plan.conv_layout.ConvLayout
+    # group -> the values it reads in channels-last order between chained convolutions (``conv_chain``)
+    chained: dict = field(factory=dict)
+    written_channels_last: dict = field(factory=dict)  # value -> the memory format a chained kernel writes
     # "nchw": lowered with channels-last convolutions turned off (re-lowering for other shapes keeps it).
     conv_layout: str = ""
     # False: hand-written attention was lowered as written, not as one fused call; "library": attention calls
@@ -90,7 +94,8 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
     kernel of our own)."""
     program, index = _grouped(graph, gemm or default_options(), channels_last, attention)
     layouts = program.conv_layouts
-    reads_channels_last = {c.tail: c.conv for c in layouts.values() if c.channels_last}  # tail group -> convolution
+    # tail group -> convolution (a chained convolution's readers are in ``program.chained`` instead)
+    reads_channels_last = {c.tail: c.conv for c in layouts.values() if c.channels_last and c.tail >= 0}
     pending = list(program.groups)
     while pending:
         group = pending.pop(0)
@@ -125,7 +130,8 @@ def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
                              written_attention=[m.node for m in taken],
                              source_graph=source, gemm_mode=gemm.mode,
                              conv_layout="nchw" if channels_last is False else "", attention=attention)
-    program.conv_layouts = conv_layouts(graph, groups, index, channels_last)
+    layouts = layout_plan(graph, groups, index, channels_last)
+    program.conv_layouts, program.chained, program.written_channels_last = layouts.convs, layouts.chained, layouts.written
     return program, index
 
 
@@ -136,7 +142,11 @@ def _lower_kernels(program: LoweredProgram, group: Group, index, pending: list[G
     name = f"stitch_fused_{len(program.kernels)}"
     try:
         writer = KERNEL_WRITERS[group.kind]
-        if group.index in reads_channels_last and group.kind == "pointwise":
+        if group.index in program.chained and group.kind == "pointwise":
+            specs = chain_kernel(group, index, name, program.chained[group.index])
+        elif group.index in program.chained:
+            specs = reduction_tail(group, index, name, program.chained[group.index], sm=sm)
+        elif group.index in reads_channels_last and group.kind == "pointwise":
             specs = tail_kernel(group, index, name, reads_channels_last[group.index])
         elif group.index in reads_channels_last:
             specs = reduction_tail(group, index, name, reads_channels_last[group.index], sm=sm)
@@ -192,7 +202,11 @@ def _lower_calls(program: LoweredProgram, group: Group, index) -> None:
         if conv is not None:
             program.notes.append(f"{conv.conv}: {conv.describe()}")
             if conv.channels_last:
-                convert = input_kernel(index[conv.conv], index, f"stitch_layout_{len(program.kernels)}")
+                # No conversion where a chained kernel already writes the input in channels-last.
+                first = index[conv.conv].args[0]
+                chained_input = isinstance(first, dict) and first.get("$") in program.written_channels_last
+                convert = None if chained_input else input_kernel(index[conv.conv], index,
+                                                                  f"stitch_layout_{len(program.kernels)}")
                 if convert is not None:
                     program.kernels.append(convert)
                     program.notes.append(f"{convert.name}: {convert.note}")

@@ -3,8 +3,9 @@
 ``{"inputs": [...], "checks": [[shape, dtype], ...], "roles": [[role, path, index], ...], "steps": [...],
 "outputs": [...], "tuple": bool, "sources": {kernel: cuda or triton module}}`` (``roles``: what each input
 is, a parameter or buffer by path or forward's input by position); a step is a kernel launch
-``{"kernel", "grid", "block", "args", "outputs": [[name, shape, dtype], ...], "layouts"?}`` (``layouts``:
-the arguments it reads in channels-last, name -> torch memory format), a Triton
+``{"kernel", "grid", "block", "args", "outputs": [[name, shape, dtype, format?], ...], "layouts"?}`` (``layouts``:
+the arguments it reads in channels-last, name -> torch memory format; an output's ``format``: the memory format
+it is written in, where that is not contiguous), a Triton
 launch ``{"triton", "grid", "args", "outputs", "meta", "tuple"}`` (the GEMM family; ``meta``
 holds the tile's constexprs, ``num_warps`` and ``num_stages``; ``tuple`` names the value its
 outputs form when there are several), or a PyTorch call ``{"op", "name", "args", "kwargs", "layout"?}``
@@ -45,7 +46,8 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
                 continue
             steps.append({
                 "kernel": k.name, "grid": k.grid, "block": k.block, "args": leaves,
-                "outputs": [[o, list(index[o].shape), index[o].dtype] if o in index
+                "outputs": [[o, list(index[o].shape), index[o].dtype, *([k.out_layouts[o]] if o in k.out_layouts
+                                                                       else [])] if o in index
                             else [o, list(k.scratch[o][0]), k.scratch[o][1]] for o in k.outputs],
                 **({"layouts": dict(k.layouts)} if k.layouts else {}),
                 **({"strided": {a: list(st) for a, st in k.strided.items()}} if k.strided else {}),

@@ -46,7 +46,7 @@ def checked_views(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for step in steps:
         if "kernel" in step or "triton" in step:
-            contiguous.update(o[0] for o in step["outputs"])
+            contiguous.update(o[0] for o in step["outputs"] if len(o) < 4)  # a 4th item: written channels-last
             out.append(step)
             continue
         op, name = step.get("op"), step.get("name")

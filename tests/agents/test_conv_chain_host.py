@@ -1,0 +1,199 @@
+"""Convolutions chained in channels-last (``conv_chain``), checked on the host CPU.
+
+Between two convolutions, the kernel that runs BatchNorm, ReLU and the residual add reads and writes
+channels-last, and the next convolution takes its output as it lies: no transpose per convolution. The
+kernels are built with g++ and run a host thread per CUDA thread, the convolutions run through torch on
+the CPU as the binding runs them, and the result is compared with eager PyTorch, including NaN inputs.
+The generated module itself is run too, to see what the user's GPU would be asked to do: which
+convolutions get channels-last operands, which conversions run, and that its output is NCHW.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from stitch_lsp.coders.template import lower  # noqa: E402
+from stitch_lsp.coders.template.binding import candidate_module  # noqa: E402
+from stitch_lsp.coders.template.program import program_data  # noqa: E402
+from stitch_lsp.pipeline import Task  # noqa: E402
+from tests.agents import test_template_pointwise_host as host  # noqa: E402
+from tests.agents import test_template_rows_host as rows  # noqa: E402
+from tests.agents.test_conv_tail_host import _HOST_LOADER, _HostKernel  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(900),
+              pytest.mark.skipif(host.GXX is None or host.INCLUDE is None, reason="needs g++ and the CUDA headers")]
+
+# Two residual blocks (the second halves the size and widens through a 1x1 convolution), then a global pool.
+# 6 and 10 channels: rows of channels not a multiple of 4.
+RESNET = """
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return torch.relu(out + (x if self.down is None else self.down(x)))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 6, 3, padding=1)
+        self.blocks = nn.Sequential(Block(6, 6, 1), Block(6, 10, 2))
+        for m in self.modules():  # statistics that are not the identity
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = self.blocks(x)
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 9, 11)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# A 3-D chain whose last convolution's output is returned through a tail: that tail writes NCHW.
+CONV3D = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv3d(2, 5, 3, padding=1)
+        self.b = nn.Conv3d(5, 7, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.silu(self.a(x)) * 0.5
+        return torch.tanh(self.b(y)) + 1.0
+
+
+def get_inputs():
+    return [torch.randn(2, 2, 4, 5, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _program(source: str, **kw):
+    from stitch_lsp.worker.trace_handler import trace_task
+
+    reply = trace_task(source)
+    assert reply.ok, reply.message
+    return lower(reply.graph, **kw)
+
+
+def _steps(program) -> tuple[list[dict], list[dict]]:
+    steps = program_data(program)["steps"]
+    return ([s for s in steps if s.get("op") == "aten.convolution.default"], [s for s in steps if "kernel" in s])
+
+
+def test_the_kernels_between_convolutions_read_and_write_channels_last(tmp_path, monkeypatch):
+    program = _program(RESNET)
+    convs, kernels = _steps(program)
+    # The stem's tail runs in channels-last too: every convolution after the stem takes its input as it lies.
+    assert [bool(c.get("layout")) for c in convs] == [True] * 6, program.notes
+    assert [c["name"] for c in convs if c.get("convert")] == ["convolution_nobias"], "only forward's input is converted"
+    written = [o[0] for k in kernels for o in k["outputs"] if len(o) > 3]
+    assert len(written) == 4 and all(o[3] == "channels_last" for k in kernels for o in k["outputs"] if len(o) > 3)
+    # The residual adds read the block's input in channels-last beside the convolution's output.
+    assert sum(len(k.get("layouts", {})) == 2 for k in kernels) == 2, kernels
+    # The global pool reads the last block's output in its own order; its result is NCHW's bytes.
+    assert "channels-last as it lies" in " ".join(program.notes)
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(RESNET, program, ("random", "nan"), tmp_path)
+
+
+def test_a_three_d_chain_returns_nchw(tmp_path, monkeypatch):
+    program = _program(CONV3D)
+    convs, kernels = _steps(program)
+    assert [c.get("layout") for c in convs] == ["channels_last_3d"] * 2
+    assert [bool(c.get("convert")) for c in convs] == [True, False]
+    first, last = kernels[-2], kernels[-1]
+    assert first["outputs"][0][3:] == ["channels_last_3d"]
+    assert len(last["outputs"][0]) == 3, "the returned value is written NCHW"
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(CONV3D, program, ("random", "nan"), tmp_path)
+
+
+def test_a_reader_that_takes_nchw_breaks_the_chain():
+    """A softmax over the channels reads NCHW: the kernel before it writes NCHW, as it did alone."""
+    source = CONV3D.replace("torch.tanh(self.b(y)) + 1.0", "torch.softmax(self.b(y), dim=1), y")
+    program = _program(source)
+    convs, kernels = _steps(program)
+    assert all(len(o) == 3 for k in kernels for o in k["outputs"]), "y is returned: written NCHW"
+    assert "its output is read by more than one step" not in " ".join(program.notes)
+    assert _program(RESNET, channels_last=False).written_channels_last == {}
+
+
+def test_generated_module_keeps_the_chain_and_returns_nchw(tmp_path):
+    program = _program(RESNET)
+    module = candidate_module(Task(name="t", source=RESNET), program, loader_import=_HOST_LOADER)
+    ns: dict = {}
+    exec(compile(module, "candidate", "exec"), ns)
+    kernels: list[_HostKernel] = []
+
+    def load_kernel(src, name):
+        kernels.append(_HostKernel(src, name, tmp_path))
+        return kernels[-1]
+
+    ns["load_kernel"] = load_kernel
+
+    def prepare(self, tensors):  # the binding's own preparation, without its refusal of CPU tensors
+        prog = self.programs[ns["_signature"](tensors)] = ns["_Prepared"](self.data_for(tensors))
+        return prog
+
+    ns["_Fused"].prepare = prepare
+    ref_ns: dict = {}
+    exec(compile(RESNET, "reference", "exec"), ref_ns)
+    torch.manual_seed(0)
+    ref = ref_ns["Model"]().eval()
+    cand = ns["ModelNew"]().eval()
+    with torch.no_grad():
+        for name, value in cand.state_dict().items():
+            value.copy_(ref.state_dict()[name])
+    seen: list[bool] = []
+    copies: list[tuple] = []
+
+    class Spy(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.convolution.default:
+                seen.append(args[0].is_contiguous(memory_format=torch.channels_last))
+            elif func in (torch.ops.aten.clone.default, torch.ops.aten.copy_.default):
+                copies.append(tuple(args[0].shape))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(2, 3, 9, 11)
+    with torch.no_grad():
+        want = ref(x)
+        with Spy():
+            got = cand(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert seen == [True] * 6
+    # No activation is copied between layouts by PyTorch: the one transpose is the program's own kernel
+    # (forward's input); the weights' conversions are the only copies.
+    assert all(len(shape) == 4 and shape[0] in (6, 10) for shape in copies), copies
+    assert sum(k.kind == "layout" for k in kernels) == 1
