@@ -98,6 +98,72 @@ def get_init_inputs():
 """
 
 
+# VGG's shape: convolutions and ReLUs with a max pool (and an average pool) between them. 5 x 7 positions
+# after the first pool: its windows of 3 with padding 1 reach past the edges.
+VGG = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 6, 3, padding=1)
+        self.b = nn.Conv2d(6, 9, 3, padding=1)
+        self.c = nn.Conv2d(9, 4, 1)
+
+    def forward(self, x):
+        y = nn.functional.max_pool2d(torch.relu(self.a(x)), kernel_size=3, stride=2, padding=1)
+        y = nn.functional.avg_pool2d(torch.relu(self.b(y)), kernel_size=2, stride=1)
+        return torch.sigmoid(self.c(y))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 9, 13)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+# MobileNet's shape: a depthwise 3x3 convolution and a pointwise 1x1 one, each with BatchNorm and ReLU6; then a
+# convolution in groups of two channels.
+MOBILE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pw = nn.Conv2d(8, 12, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(12)
+        self.grouped = nn.Conv2d(12, 12, 3, padding=1, groups=6)
+        for m in self.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = nn.functional.relu6(self.bn1(self.dw(x)))
+        x = nn.functional.relu6(self.bn2(self.pw(x)))
+        return torch.relu(self.grouped(x)).mean(dim=(2, 3))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 13, 11)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def _program(source: str, **kw):
     from stitch_lsp.worker.trace_handler import trace_task
 
@@ -197,3 +263,25 @@ def test_generated_module_keeps_the_chain_and_returns_nchw(tmp_path):
     # (forward's input); the weights' conversions are the only copies.
     assert all(len(shape) == 4 and shape[0] in (6, 10) for shape in copies), copies
     assert sum(k.kind == "layout" for k in kernels) == 1
+
+
+def test_pools_between_convolutions_run_in_channels_last(tmp_path, monkeypatch):
+    program = _program(VGG)
+    convs, kernels = _steps(program)
+    assert [bool(c.get("layout")) for c in convs] == [True] * 3, program.notes
+    assert [bool(c.get("convert")) for c in convs] == [True, False, False]
+    pools = [k for k in kernels if any(o[3:] == ["channels_last"] for o in k["outputs"])]
+    assert len(pools) == 2, "both pools (with the ReLU before each) write channels-last"
+    assert sum("max_pool2d" in n or "avg_pool2d" in n for n in program.notes if "writes its output so" in n) == 2
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(VGG, program, ("random", "nan", "inf"), tmp_path)
+
+
+def test_depthwise_convolutions_chain_and_grouped_ones_keep_nchw(tmp_path, monkeypatch):
+    program = _program(MOBILE)
+    convs, kernels = _steps(program)
+    assert [c.get("layout", "") for c in convs] == ["channels_last"] * 3 + [""], program.notes
+    assert [bool(c.get("convert")) for c in convs] == [True, False, False, False]
+    assert any("a grouped convolution keeps cuDNN's NCHW kernels" in n for n in program.notes), program.notes
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(MOBILE, program, ("random", "nan"), tmp_path)

@@ -51,3 +51,23 @@ def test_convolution_and_tail_match_eager_on_the_gpu(name, monkeypatch):
     assert ("stitch_layout_" in candidate.module_source) == ("softmax" not in name)
     ref_mod, ref, cand = reference_and_candidate(name, source, candidate.module_source)
     assert_matches_eager(ref_mod, ref.eval(), cand.eval(), cases=("random", "nan", "large"))
+
+
+@pytest.mark.parametrize("name", ["resnet-blocks", "vgg-pools", "conv3d-chain"])
+def test_chained_convolutions_match_eager_on_the_gpu(name, monkeypatch):
+    """test_conv_chain_host.py's nets, run by the generated module: every convolution after the first takes its
+    input as the kernel before it wrote it, in channels-last."""
+    torch = pytest.importorskip("torch")
+    from stitch_lsp.worker.trace_handler import trace_task
+    from tests.agents.test_conv_chain_host import CONV3D, RESNET, VGG
+
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    source = {"resnet-blocks": RESNET, "vgg-pools": VGG, "conv3d-chain": CONV3D}[name]
+    reply = trace_task(source)
+    assert reply.ok, reply.message
+    task = Task(name=name, source=source)
+    candidate = TemplateCoder().generate(task, make_plan(task, reply.graph))
+    assert "writes its output so" in "\n".join(candidate.notes)
+    assert candidate.module_source.count("stitch_layout_") >= 1
+    ref_mod, ref, cand = reference_and_candidate(name, source, candidate.module_source)
+    assert_matches_eager(ref_mod, ref.eval(), cand.eval(), cases=("random", "nan", "large"))

@@ -24,12 +24,13 @@ from stitch_lsp.coders.template.conv_reduction import _moves, physical_index
 from stitch_lsp.coders.template.conv_tail import (_FORMATS, _REDUCTIONS, IN_ORDER, _threads, conv_layouts, enabled,
                                                   nchw_reason, reduction_tail)
 from stitch_lsp.coders.template.emitter import Unsupported
-from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel
+from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel, window_kernel
 from stitch_lsp.coders.template.reduction_kernels import COL_THREADS as FULL_GPU_THREADS
 from stitch_lsp.coders.template.reductions import reduction_kernels
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 CHAINED = "its readers take channels-last as it lies"
+_CHAINED_KINDS = ("pointwise", "window")  # groups that run in channels-last order between convolutions
 
 
 @define
@@ -60,8 +61,8 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
             readers.setdefault(i, []).append(g)
     by_index = {g.index: g for g in groups}
     conv_of = {g.index: _conv_node(g, index) for g in groups if g.kind == "library"}
-    ok_convs = {c for c in convs if not nchw_reason(index[c], outputs)}
-    chain = {g.index for g in groups if g.kind == "pointwise" and g.outputs
+    ok_convs = {c for c in convs if not nchw_reason(index[c], outputs, index)}
+    chain = {g.index for g in groups if g.kind in _CHAINED_KINDS and g.outputs
              and all(len(index[o].shape) in _FORMATS for o in g.outputs)}
     ordered: dict[int, frozenset[str]] = {}  # reductions that read channels-last values in that order
 
@@ -154,8 +155,11 @@ def _reads_in_order(group: Group, index: dict[str, OpNode], nhwc: set[str]) -> b
 
 
 def chain_kernel(group: Group, index: dict[str, OpNode], name: str, framed: frozenset[str]) -> KernelSpec:
-    """The pointwise kernel of a chained group: one pass over its outputs in channels-last order."""
-    spec = pointwise_kernel(group, physical_index(group, index, framed, writes=True), name)
+    """The kernel of a chained pointwise or pooling group: one pass over its outputs in channels-last order (a
+    pool's window read across neighbouring positions, a warp's threads on neighbouring channels)."""
+    physical = physical_index(group, index, framed, writes=True)
+    spec = (window_kernel(group, physical, name, staged=False) if group.kind == "window"
+            else pointwise_kernel(group, physical, name))
     spec.layouts = {v: _FORMATS[len(index[v].shape)] for v in sorted(framed) if _moves(index[v].shape)}
     spec.out_layouts = {o: _FORMATS[len(index[o].shape)] for o in group.outputs if _moves(index[o].shape)}
     spec.note += (f"; reads {', '.join(sorted(framed))} {READS_CHANNELS_LAST} through its own order (N, spatial, C)"

@@ -25,6 +25,7 @@ from attrs import evolve
 from stitch_lsp.plan import op_table
 from stitch_lsp.plan.fusion import Group, normalise_dims
 from stitch_lsp.coders.template.emitter import Unsupported
+from stitch_lsp.coders.template.values.windows import SPATIAL_FROM
 from stitch_lsp.op_graph import OpNode
 
 # Reductions whose args are (input, dims, keepdim): the dims renumbered, the rest kept.
@@ -153,6 +154,11 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str | Iterable[
             new[name] = evolve(node, args_json=json.dumps(args), shape=shape, shape_expr=[])
             if keep:
                 framed.add(name)
+        elif kind == "window" and refs[0] in framed and len(node.shape) == rank:
+            take(refs[0], new[refs[0]].shape)  # a pool over the spatial dims, which now start at dim 1
+            kwargs = dict(node.kwargs, **{SPATIAL_FROM: 1})
+            new[name] = evolve(node, shape=_permuted(node.shape), kwargs_json=json.dumps(kwargs), shape_expr=[])
+            framed.add(name)
         elif kind == "view" and node.op in _RESHAPES:
             (x,) = refs[:1]
             take(x, new[x].shape)

@@ -500,12 +500,12 @@ extern "C" __global__ void __launch_bounds__({STAGE_THREADS}) {name}({w.signatur
                             f"a block of {STAGE_THREADS} threads, the input span staged in shared memory"))
 
 
-def window_kernel(group: Group, index: dict[str, OpNode], name: str) -> KernelSpec:
+def window_kernel(group: Group, index: dict[str, OpNode], name: str, staged: bool = True) -> KernelSpec:
     """Pooling (with the pointwise work before and after it): a thread per output element, neighbouring
     threads on neighbouring outputs, so each step of the window loop is one coalesced load across a warp
     (the windows' overlap is served by L1); the input is read once from memory, the output written once.
     Long rows of a window along the last dim stage their span instead (``staged_window_kernel``)."""
-    if _staged_pool(group, index) is not None:
+    if staged and _staged_pool(group, index) is not None:
         try:
             return staged_window_kernel(group, index, name)
         except Unsupported:

@@ -142,7 +142,7 @@ def _lower_kernels(program: LoweredProgram, group: Group, index, pending: list[G
     name = f"stitch_fused_{len(program.kernels)}"
     try:
         writer = KERNEL_WRITERS[group.kind]
-        if group.index in program.chained and group.kind == "pointwise":
+        if group.index in program.chained and group.kind in ("pointwise", "window"):
             specs = chain_kernel(group, index, name, program.chained[group.index])
         elif group.index in program.chained:
             specs = reduction_tail(group, index, name, program.chained[group.index], sm=sm)

@@ -12,6 +12,11 @@ from stitch_lsp.op_graph import OpNode
 from stitch_lsp.plan import op_table, pooling
 
 
+# A pooling node's kwarg, set where its group is rewritten in channels-last order (``conv_reduction``): the dim
+# its pooled dims start from (1: N, spatial..., C), where aten's pools pool the last ones.
+SPATIAL_FROM = "stitch_spatial_from"
+
+
 @define
 class Staged:
     """A pool's input span staged by its block: ``array[i]`` holds the input at position ``first * stride -
@@ -42,13 +47,15 @@ class WindowValues:
         rank, nd = len(node.shape), win.dims
         if len(src.shape) != rank or rank < nd:
             raise Unsupported(f"{op_table.short(node.op)} of a {len(src.shape)}-d input")
-        lead = rank - nd
+        # The pooled dims: the last ``nd``, or from dim 1 in channels-last order (N, spatial..., C).
+        first = int(node.kwargs.get(SPATIAL_FROM, rank - nd))
+        sp = list(range(first, first + nd))
         c = self._coords(ix, node.shape)
         sstr = contiguous_strides(src.shape)
-        base = self._as_var(linear([(c[d].expr, sstr[d]) for d in range(lead)]))
+        base = self._as_var(linear([(c[d].expr, sstr[d]) for d in range(rank) if d not in sp]))
         starts = []
         for j in range(nd):
-            o = c[lead + j].expr
+            o = c[sp[j]].expr
             s, p = win.stride[j], win.padding[j]
             # Coordinates fit an int whatever the tensor's size: only the element index needs 64 bits.
             start = self.fresh("s")
@@ -56,9 +63,10 @@ class WindowValues:
             starts.append(start)
         acc = self.fresh("w")
         self.emit(f"float {acc} = {op_table.c_float('-inf') if win.how == 'max' else '0.f'};")
-        sizes = [src.shape[lead + j] for j in range(nd)]
+        sizes = [src.shape[d] for d in sp]
+        outs = tuple(node.shape[d] for d in sp)
         checked = [j for j in range(nd) if win.padding[j] or win.kernel[j] > 1]
-        edge_dims = _rare_edges(win, sizes, node.shape[lead:])
+        edge_dims = _rare_edges(win, sizes, outs)
         split = " && ".join(f"{starts[j]} >= 0 && {starts[j]} + {(win.kernel[j] - 1) * win.dilation[j]} < {sizes[j]}"
                             for j in edge_dims)
         if split:
@@ -66,16 +74,16 @@ class WindowValues:
             # same elements in the same order), behind one test of the window's ends.
             self.emit(f"if ({split}) {{")
             self.indent += "  "
-            self._window_loop(win, src, base, starts, sstr, lead, acc, checked=())
+            self._window_loop(win, src, base, starts, sstr, sp, acc, checked=())
             self.indent = self.indent[:-2]
             self.emit("} else {")
             self.indent += "  "
-        value = self._window_loop(win, src, base, starts, sstr, lead, acc, checked=checked)
+        value = self._window_loop(win, src, base, starts, sstr, sp, acc, checked=checked)
         if split:
             self.indent = self.indent[:-2]
             self.emit("}")
         if win.how == "avg":
-            acc = self._window_mean(acc, win, starts, sizes, node.shape[lead:])
+            acc = self._window_mean(acc, win, starts, sizes, outs)
         if node.dtype in ("bfloat16", "float16") and win.how == "avg" and node.name not in self.stored_only:
             var = self.fresh()
             self.emit(f"const float {var} = {_round_to(acc, node.dtype)};")
@@ -115,7 +123,7 @@ class WindowValues:
             self.exact_in[acc] = node.dtype  # one of the inputs' values (or -inf): already of the output's dtype
         return acc
 
-    def _window_loop(self, win: pooling.Window, src: OpNode, base: str, starts: list[str], sstr, lead: int,
+    def _window_loop(self, win: pooling.Window, src: OpNode, base: str, starts: list[str], sstr, sp: list[int],
                      acc: str, checked) -> str:
         """The window's elements folded into ``acc``, rows before columns; along the dims in ``checked``,
         elements outside the input skipped. Returns the loaded value's expression (its dtype tells whether a
@@ -127,7 +135,7 @@ class WindowValues:
         terms = []
         closing = 0
         for j in range(nd):
-            size, k, dil = src.shape[lead + j], win.kernel[j], win.dilation[j]
+            size, k, dil = src.shape[sp[j]], win.kernel[j], win.dilation[j]
             pos = self.fresh("h")
             if k == 1:
                 self.emit(f"{{ const int {pos} = {starts[j]};")
@@ -142,7 +150,7 @@ class WindowValues:
                 self.emit(f"if ({pos} >= 0 && {pos} < {size}) {{")
                 self.indent += "  "
                 closing += 1
-            terms.append((pos, sstr[lead + j]))
+            terms.append((pos, sstr[sp[j]]))
         element = self._as_var(linear([(base, 1)] + terms))
         value = self.value(src.name, element)
         if win.how == "max":
