@@ -164,6 +164,48 @@ def get_init_inputs():
 """
 
 
+# SqueezeNet's fire modules: a 1x1 squeeze, then 1x1 and 3x3 expansions concatenated along the channels; a pool
+# between two modules. 5 and 3 channels in the expansions: the cat's boundary falls inside a chunk of 4.
+FIRE = """
+import torch
+import torch.nn as nn
+
+
+class Fire(nn.Module):
+    def __init__(self, cin, squeeze, e1, e3):
+        super().__init__()
+        self.squeeze = nn.Conv2d(cin, squeeze, 1)
+        self.e1 = nn.Conv2d(squeeze, e1, 1)
+        self.e3 = nn.Conv2d(squeeze, e3, 3, padding=1)
+
+    def forward(self, x):
+        x = torch.relu(self.squeeze(x))
+        return torch.cat([torch.relu(self.e1(x)), torch.relu(self.e3(x))], 1)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 6, 3)
+        self.f1 = Fire(6, 4, 5, 3)
+        self.f2 = Fire(8, 3, 4, 4)
+        self.head = nn.Conv2d(8, 2, 1)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.stem(x)), 2, ceil_mode=False)
+        x = nn.functional.max_pool2d(self.f1(x), 3, stride=2, padding=1)
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(torch.relu(self.head(self.f2(x))), 1), 1)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 15, 17)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def _program(source: str, **kw):
     from stitch_lsp.worker.trace_handler import trace_task
 
@@ -285,3 +327,13 @@ def test_depthwise_convolutions_chain_and_grouped_ones_keep_nchw(tmp_path, monke
     assert any("a grouped convolution keeps cuDNN's NCHW kernels" in n for n in program.notes), program.notes
     monkeypatch.setattr(host, "_driver", rows._driver)
     host.check_against_eager(MOBILE, program, ("random", "nan"), tmp_path)
+
+
+def test_a_cat_along_the_channels_chains(tmp_path, monkeypatch):
+    program = _program(FIRE)
+    convs, kernels = _steps(program)
+    assert [bool(c.get("layout")) for c in convs] == [True] * 8, program.notes
+    assert [bool(c.get("convert")) for c in convs] == [True] + [False] * 7
+    assert not any("writes NCHW" in n for n in program.notes), program.notes
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(FIRE, program, ("random", "nan"), tmp_path)

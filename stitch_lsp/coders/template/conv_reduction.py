@@ -39,6 +39,9 @@ _RESHAPES = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.def
              "aten.squeeze.dims", "aten.squeeze.default", "aten.contiguous.default"}
 
 
+CAT = "aten.cat.default"
+
+
 def _order(rank: int) -> list[int]:
     """Channels-last order: physical dim i holds logical dim order[i]."""
     return [0, *range(2, rank), 1]
@@ -158,6 +161,21 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str | Iterable[
             take(refs[0], new[refs[0]].shape)  # a pool over the spatial dims, which now start at dim 1
             kwargs = dict(node.kwargs, **{SPATIAL_FROM: 1})
             new[name] = evolve(node, shape=_permuted(node.shape), kwargs_json=json.dumps(kwargs), shape_expr=[])
+            framed.add(name)
+        elif node.op == CAT and len(node.shape) == rank:
+            # A cat along any dim: along its place in the physical order (the channels: the last).
+            for r in refs:
+                if r in framed:
+                    take(r, new[r].shape)
+                elif len(index[r].shape) == rank:
+                    present(r, tuple(index[r].shape))
+                else:
+                    raise Unsupported(f"{name} (cat) of a rank-{len(index[r].shape)} value")
+            args = node.args
+            dim = (args[1] if len(args) > 1 else 0) % rank
+            args = [args[0], _order(rank).index(dim)]
+            new[name] = evolve(node, args_json=json.dumps(args), kwargs_json="{}", shape=_permuted(node.shape),
+                               shape_expr=[])
             framed.add(name)
         elif kind == "view" and node.op in _RESHAPES:
             (x,) = refs[:1]
