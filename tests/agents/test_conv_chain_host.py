@@ -257,9 +257,11 @@ def test_a_reader_that_takes_nchw_breaks_the_chain():
     assert _program(RESNET, channels_last=False).written_channels_last == {}
 
 
-def test_generated_module_keeps_the_chain_and_returns_nchw(tmp_path):
-    program = _program(RESNET)
-    module = candidate_module(Task(name="t", source=RESNET), program, loader_import=_HOST_LOADER)
+def _run_module(source: str, tmp_path, x):
+    """The generated module, its kernels built for the host: (its output, eager's, whether each convolution got
+    a channels-last input, the shapes PyTorch copied, the kernels loaded)."""
+    program = _program(source)
+    module = candidate_module(Task(name="t", source=source), program, loader_import=_HOST_LOADER)
     ns: dict = {}
     exec(compile(module, "candidate", "exec"), ns)
     kernels: list[_HostKernel] = []
@@ -276,7 +278,7 @@ def test_generated_module_keeps_the_chain_and_returns_nchw(tmp_path):
 
     ns["_Fused"].prepare = prepare
     ref_ns: dict = {}
-    exec(compile(RESNET, "reference", "exec"), ref_ns)
+    exec(compile(source, "reference", "exec"), ref_ns)
     torch.manual_seed(0)
     ref = ref_ns["Model"]().eval()
     cand = ns["ModelNew"]().eval()
@@ -294,17 +296,31 @@ def test_generated_module_keeps_the_chain_and_returns_nchw(tmp_path):
                 copies.append(tuple(args[0].shape))
             return func(*args, **(kwargs or {}))
 
-    x = torch.randn(2, 3, 9, 11)
     with torch.no_grad():
         want = ref(x)
         with Spy():
             got = cand(x)
+    return got, want, seen, copies, kernels
+
+
+def test_generated_module_keeps_the_chain_and_returns_nchw(tmp_path):
+    got, want, seen, copies, kernels = _run_module(RESNET, tmp_path, torch.randn(2, 3, 9, 11))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert seen == [True] * 6
     # No activation is copied between layouts by PyTorch: the one transpose is the program's own kernel
     # (forward's input); the weights' conversions are the only copies.
     assert all(len(shape) == 4 and shape[0] in (6, 10) for shape in copies), copies
-    assert sum(k.kind == "layout" for k in kernels) == 1
+    assert [k.launches for k in kernels if k.kind == "layout"] == [1]
+
+
+def test_an_input_two_convolutions_read_is_converted_once_and_the_output_returned_nchw(tmp_path):
+    """The residual block's input feeds its first convolution and the downsampling one; its output is the
+    last kernel's, written channels-last and copied back."""
+    got, want, seen, copies, kernels = _run_module(BLOCK, tmp_path, torch.randn(2, 6, 9, 11))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert got.is_contiguous() and seen == [True] * 3
+    assert [k.launches for k in kernels if k.kind == "layout"] == [1, 1], "forward's input in, the output out"
+    assert all(len(shape) == 4 and shape[0] in (10,) for shape in copies), copies
 
 
 def test_pools_between_convolutions_run_in_channels_last(tmp_path, monkeypatch):
@@ -337,3 +353,30 @@ def test_a_cat_along_the_channels_chains(tmp_path, monkeypatch):
     assert not any("writes NCHW" in n for n in program.notes), program.notes
     monkeypatch.setattr(host, "_driver", rows._driver)
     host.check_against_eager(FIRE, program, ("random", "nan"), tmp_path)
+
+
+# Blocks whose output forward returns: a residual block with a downsampling branch (the last kernel reads both
+# convolutions), and a fire module (a cat of two convolutions' ReLUs).
+BLOCK = RESNET.replace(
+    "        x = torch.relu(self.stem(x))\n        x = self.blocks(x)\n        return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)",
+    "        return self.blocks[1](x)").replace("torch.randn(2, 3, 9, 11)", "torch.randn(2, 6, 9, 11)")
+FIRE_ALONE = FIRE.replace(
+    "        x = nn.functional.max_pool2d(torch.relu(self.stem(x)), 2, ceil_mode=False)\n"
+    "        x = nn.functional.max_pool2d(self.f1(x), 3, stride=2, padding=1)\n"
+    "        return torch.flatten(nn.functional.adaptive_avg_pool2d(torch.relu(self.head(self.f2(x))), 1), 1)",
+    "        return self.f1(x)").replace("torch.randn(2, 3, 15, 17)", "torch.randn(2, 6, 7, 9)")
+
+
+@pytest.mark.parametrize("name", ["residual-block", "fire-module"])
+def test_a_returned_chain_is_copied_back_to_nchw(name, tmp_path, monkeypatch):
+    source = {"residual-block": BLOCK, "fire-module": FIRE_ALONE}[name]
+    assert source not in (RESNET, FIRE)
+    program = _program(source)
+    convs, kernels = _steps(program)
+    assert all(c.get("layout") for c in convs), program.notes
+    data = program_data(program)
+    (back,) = [k for k in kernels if k["kernel"].startswith("stitch_layout_") and k.get("layouts")]
+    assert data["outputs"] == [back["outputs"][0][0]] and len(back["outputs"][0]) == 3
+    assert any("written back in NCHW" in n for n in program.notes)
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(source, program, ("random", "nan"), tmp_path)

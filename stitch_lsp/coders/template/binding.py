@@ -313,7 +313,10 @@ class _Prepared:
                 args = list(arg_spec(env, device))
                 x = args[0]
                 if convert is not None and x.is_contiguous() and not x.is_contiguous(memory_format=layout):
-                    x = _in_layout(x, convert)
+                    # Converted once a call where several convolutions read it (an Inception module's branches).
+                    key = (layout, x.data_ptr(), x.shape)
+                    held = env.get(key)
+                    x = env[key] = held if held is not None else _in_layout(x, convert)
                 args[0] = x.contiguous(memory_format=layout)
                 args[1] = _weight_in(args[1], layout, cache)
                 env[name] = fn(*args, **kw_spec(env, device))

@@ -21,7 +21,7 @@ from stitch_lsp.plan import library_calls
 from stitch_lsp.plan.conv_layout import READS_CHANNELS_LAST, ConvLayout
 from stitch_lsp.plan.fusion import Group
 from stitch_lsp.coders.template.conv_reduction import _moves, physical_index
-from stitch_lsp.coders.template.conv_tail import (_FORMATS, _REDUCTIONS, IN_ORDER, _threads, conv_layouts, enabled,
+from stitch_lsp.coders.template.conv_tail import (_DTYPES, _FORMATS, _REDUCTIONS, IN_ORDER, _threads, conv_layouts, enabled,
                                                   nchw_reason, reduction_tail)
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel, window_kernel
@@ -88,7 +88,7 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
                 changed = True
         for gi in sorted(chain):
             g = by_index[gi]
-            if (not any(i in nhwc for i in g.inputs) or any(o in outputs for o in g.outputs)
+            if (not any(i in nhwc for i in g.inputs) or _returned(g, index, outputs, nhwc)
                     or not all(takes(r, o, nhwc) for o in g.outputs for r in readers.get(o, []))
                     or _framed(g, index, nhwc) is None):
                 chain.discard(gi)
@@ -109,6 +109,21 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
         node = index[c]
         plan.convs[c] = ConvLayout(c, _FORMATS[len(node.shape)], CHAINED, -1, node.dtype == "float32")
     return plan
+
+
+def _tail_alone(group: Group, nhwc: set[str]) -> bool:
+    """Whether a group whose output forward returns reads one convolution's output in channels-last and nothing
+    else so: as ``conv_tail``'s tail it writes NCHW directly. Chained, it would write channels-last and the
+    program would copy its output back to NCHW (``conv_tail.transpose_kernel``): worth it only where it reads
+    several channels-last values (a residual add, a cat of branches), which one tail cannot."""
+    return sum(i in nhwc for i in group.inputs) <= 1
+
+
+def _returned(group: Group, index: dict[str, OpNode], outputs: set[str], nhwc: set[str]) -> bool:
+    """Whether a group whose output forward returns stays out of the chain (see ``_tail_alone``; and a value no
+    transpose kernel copies, of another dtype)."""
+    mine = [o for o in group.outputs if o in outputs]
+    return bool(mine) and (_tail_alone(group, nhwc) or any(index[o].dtype not in _DTYPES for o in mine))
 
 
 def _conv_node(group: Group, index: dict[str, OpNode]) -> OpNode | None:

@@ -138,7 +138,17 @@ def input_kernel(conv: OpNode, index: dict[str, OpNode], name: str) -> KernelSpe
     values are copied as they are (bits, NaN payloads included)."""
     ref = conv.args[0]
     x = index.get(ref["$"]) if isinstance(ref, dict) and "$" in ref else None
-    if x is None or x.dtype not in _DTYPES or len(x.shape) != len(conv.shape):
+    if x is None or len(x.shape) != len(conv.shape):
+        return None
+    return transpose_kernel(x, name, to_channels_last=True)
+
+
+def transpose_kernel(x: OpNode, name: str, to_channels_last: bool) -> KernelSpec | None:
+    """A copy of ``x`` between NCHW and channels-last (None where the two are the same bytes): NCHW into
+    channels-last (a convolution's input), or back (a chained kernel's output that forward returns, since the
+    reference returns NCHW). 32 x 32 tiles of (channels x positions) through shared memory, both sides
+    coalesced; the values copied as they are (bits, NaN payloads included)."""
+    if x.dtype not in _DTYPES or len(x.shape) not in _FORMATS:
         return None
     n_img, channels = x.shape[0], x.shape[1]
     positions = x.numel // max(1, n_img * channels)
@@ -148,32 +158,44 @@ def input_kernel(conv: OpNode, index: dict[str, OpNode], name: str) -> KernelSpe
     ix = "long long" if x.numel >= 2 ** 31 else "int"
     t = _c_type(x.dtype)
     out = f"{name}_out"
+    nchw = f"img * {channels * positions} + c * {positions} + s"
+    nhwc = f"img * {channels * positions} + s * {channels} + c"
+    # The tile is (channels x positions); the NCHW side moves along the positions, the other along the channels.
+    read_nchw = f"tile[ty + k][tx] = in0[{nchw}]"
+    read_nhwc = f"tile[tx][ty + k] = in0[{nhwc}]"
+    write_nhwc = f"out0[{nhwc}] = tile[tx][ty + k]"
+    write_nchw = f"out0[{nchw}] = tile[ty + k][tx]"
+    first, second = (read_nchw, write_nhwc) if to_channels_last else (read_nhwc, write_nchw)
+    # In each pass a warp's 32 threads (tx) run along the side that is contiguous in the array it touches.
+    a, b = ("c", "s") if to_channels_last else ("s", "c")
     source = PREAMBLE + f"""
 extern "C" __global__ void __launch_bounds__(256) {name}(const {t}* __restrict__ in0, {t}* __restrict__ out0) {{
   __shared__ {t} tile[32][33];
   const {ix} blk = blockIdx.x;
   const {ix} s0 = (blk % {n_s}) * 32, c0 = ((blk / {n_s}) % {n_c}) * 32, img = blk / {n_s * n_c};
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-  // Read along the positions (consecutive in NCHW).
 #pragma unroll
   for (int k = 0; k < 32; k += 8) {{
-    const {ix} c = c0 + ty + k, s = s0 + tx;
-    if (c < {channels} && s < {positions}) tile[ty + k][tx] = in0[img * {channels * positions} + c * {positions} + s];
+    const {ix} {a} = {a}0 + ty + k, {b} = {b}0 + tx;
+    if (c < {channels} && s < {positions}) {first};
   }}
   __syncthreads();
-  // Written along the channels (consecutive in channels-last).
 #pragma unroll
   for (int k = 0; k < 32; k += 8) {{
-    const {ix} s = s0 + ty + k, c = c0 + tx;
-    if (c < {channels} && s < {positions}) out0[img * {channels * positions} + s * {channels} + c] = tile[tx][ty + k];
+    const {ix} {b} = {b}0 + ty + k, {a} = {a}0 + tx;
+    if (c < {channels} && s < {positions}) {second};
   }}
 }}
 """
-    nhwc = (n_img,) + tuple(x.shape[2:]) + (channels,)
+    fmt = _FORMATS[len(x.shape)]
+    if to_channels_last:
+        shape, layouts = (n_img,) + tuple(x.shape[2:]) + (channels,), {}
+        note = f"{x.name} {list(x.shape)} written in {fmt.replace('_', '-')} through 32x32 shared-memory tiles for the convolution"
+    else:
+        shape, layouts = tuple(x.shape), {x.name: fmt}
+        note = f"{x.name} {list(x.shape)} written back in NCHW through 32x32 shared-memory tiles, as forward returns it"
     return KernelSpec(name=name, source=source, kind="layout", params=[x.name, out], outputs=[out],
-                      grid=n_img * n_s * n_c, block=256, scratch={out: (nhwc, x.dtype)},
-                      note=f"{x.name} {list(x.shape)} written in {_FORMATS[len(x.shape)].replace('_', '-')} "
-                           "through 32x32 shared-memory tiles for the convolution")
+                      grid=n_img * n_s * n_c, block=256, scratch={out: (shape, x.dtype)}, layouts=layouts, note=note)
 
 
 def tile_shape(channels: int) -> tuple[int, int, int]:

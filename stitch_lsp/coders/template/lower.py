@@ -8,7 +8,7 @@ from stitch_lsp.plan import library_calls, op_table
 from stitch_lsp.plan.attention import fold_attention
 from stitch_lsp.plan.fusion import Group, simplify, split, split_tail, split_windows
 from stitch_lsp.coders.template.conv_chain import chain_kernel, layout_plan
-from stitch_lsp.coders.template.conv_tail import input_kernel, reduction_tail, tail_kernel
+from stitch_lsp.coders.template.conv_tail import input_kernel, reduction_tail, tail_kernel, transpose_kernel
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.plan.gemm_match import fuse_gemms
 from stitch_lsp.plan.gemm_tiles import GemmOptions, default_options
@@ -61,6 +61,8 @@ class LoweredProgram:
     # group -> the values it reads in channels-last order between chained convolutions (``conv_chain``)
     chained: dict = field(factory=dict)
     written_channels_last: dict = field(factory=dict)  # value -> the memory format a chained kernel writes
+    # A returned value written in channels-last -> its copy in NCHW, which forward returns instead.
+    returned_as: dict = field(factory=dict)
     # "nchw": lowered with channels-last convolutions turned off (re-lowering for other shapes keeps it).
     conv_layout: str = ""
     # False: hand-written attention was lowered as written, not as one fused call; "library": attention calls
@@ -108,7 +110,23 @@ def lower(graph: OpGraph, gemm: GemmOptions | None = None, sm: int = 90,
             program.steps.append(Step(group.index, list(group.nodes), why="updates a buffer in place"))
         else:
             _lower_calls(program, group, index)
+    _returned_in_nchw(program, index)
     return program
+
+
+def _returned_in_nchw(program: LoweredProgram, index) -> None:
+    """A returned value that a chained kernel wrote in channels-last, copied back to NCHW (as the reference
+    returns it) by the program's own transpose kernel."""
+    for o in dict.fromkeys(program.graph.outputs):
+        if o not in program.written_channels_last or o in program.returned_as:
+            continue
+        spec = transpose_kernel(index[o], f"stitch_layout_{len(program.kernels)}", to_channels_last=False)
+        if spec is None:
+            continue
+        program.kernels.append(spec)
+        program.steps.append(Step(-1, [o], kernel=spec))
+        program.notes.append(f"{spec.name}: {spec.note}")
+        program.returned_as[o] = spec.outputs[0]
 
 
 def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,

@@ -73,7 +73,7 @@ def program_data(program: LoweredProgram) -> dict[str, Any]:
         "checks": [[list(i.shape), i.dtype] for i in graph.inputs],
         "roles": [[i.role, i.path, i.index] for i in graph.inputs],
         "steps": steps,
-        "outputs": list(graph.outputs),
+        "outputs": [program.returned_as.get(o, o) for o in graph.outputs],
         "tuple": graph.output_is_tuple,
         "sources": {k.name: k.source for k in program.kernels},
     }
