@@ -22,7 +22,7 @@ from stitch_lsp.plan.conv_layout import READS_CHANNELS_LAST, ConvLayout
 from stitch_lsp.plan.fusion import Group
 from stitch_lsp.coders.template.conv_reduction import _moves, physical_index
 from stitch_lsp.coders.template.conv_tail import (_DTYPES, _FORMATS, _REDUCTIONS, IN_ORDER, _threads, conv_layouts, enabled,
-                                                  nchw_reason, reduction_tail)
+                                                  is_depthwise, nchw_reason, reduction_tail)
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel, window_kernel
 from stitch_lsp.coders.template.reduction_kernels import COL_THREADS as FULL_GPU_THREADS
@@ -61,7 +61,7 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
             readers.setdefault(i, []).append(g)
     by_index = {g.index: g for g in groups}
     conv_of = {g.index: _conv_node(g, index) for g in groups if g.kind == "library"}
-    ok_convs = {c for c in convs if not nchw_reason(index[c], outputs, index)}
+    ok_convs = {c for c in convs if not nchw_reason(index[c], outputs, index, chained=True)}
     chain = {g.index for g in groups if g.kind in _CHAINED_KINDS and g.outputs
              and all(len(index[o].shape) in _FORMATS for o in g.outputs)}
     ordered: dict[int, frozenset[str]] = {}  # reductions that read channels-last values in that order
@@ -83,7 +83,9 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
                    if g.kind in _REDUCTIONS and _reads_in_order(g, index, nhwc)}
         for c in sorted(ok_convs):
             rs = readers.get(c, [])
-            if not rs or not all(takes(r, c, nhwc) for r in rs):
+            # A depthwise convolution only where its input arrives in channels-last (see ``nchw_reason``).
+            alone = is_depthwise(index[c], index) and _input_of(index[c]) not in nhwc
+            if alone or not rs or not all(takes(r, c, nhwc) for r in rs):
                 ok_convs.discard(c)
                 changed = True
         for gi in sorted(chain):
@@ -128,6 +130,11 @@ def _returned(group: Group, index: dict[str, OpNode], outputs: set[str], nhwc: s
 
 def _conv_node(group: Group, index: dict[str, OpNode]) -> OpNode | None:
     return next((index[n] for n in group.nodes if library_calls.library_kind(index[n].op) == "conv"), None)
+
+
+def _input_of(conv: OpNode) -> str | None:
+    first = conv.args[0]
+    return first.get("$") if isinstance(first, dict) else None
 
 
 def _only_input(conv: OpNode, value: str) -> bool:

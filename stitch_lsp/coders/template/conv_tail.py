@@ -66,19 +66,27 @@ def conv_layouts(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
     return out
 
 
-def nchw_reason(node: OpNode, outputs: set[str], index: dict[str, OpNode]) -> str:
-    """Why this convolution keeps NCHW whatever reads it ("" where it may run in channels-last)."""
+def is_depthwise(node: OpNode, index: dict[str, OpNode]) -> bool:
+    """A grouped convolution of one input channel a group."""
+    weight = node.args[1] if len(node.args) > 1 else None
+    weight = index.get(weight["$"]) if isinstance(weight, dict) and "$" in weight else None
+    groups_arg = node.args[8] if len(node.args) > 8 else 1
+    return groups_arg != 1 and weight is not None and len(weight.shape) > 1 and weight.shape[1] == 1
+
+
+def nchw_reason(node: OpNode, outputs: set[str], index: dict[str, OpNode], chained: bool = False) -> str:
+    """Why this convolution keeps NCHW whatever reads it ("" where it may run in channels-last); ``chained``:
+    between kernels that keep channels-last (``conv_chain``), where a depthwise convolution may too."""
     if node.op != CONV_OP or len(node.shape) not in _FORMATS:
         return "only 2-D and 3-D convolutions run in channels-last"
     groups_arg = node.args[8] if len(node.args) > 8 else 1
-    weight = node.args[1]
-    weight = index.get(weight["$"]) if isinstance(weight, dict) and "$" in weight else None
-    # A depthwise convolution (one input channel a group) runs in channels-last as well as in NCHW (cuDNN's
-    # NHWC depthwise kernels; Inductor's layout choice weighs them as it weighs ungrouped ones); groups of
-    # several channels ran slower in channels-last by Inductor's measure (1.36x the time).
-    depthwise = weight is not None and len(weight.shape) > 1 and weight.shape[1] == 1
-    if groups_arg != 1 and not depthwise:
-        return "a grouped convolution keeps cuDNN's NCHW kernels"
+    # A depthwise convolution (one input channel a group) runs in channels-last inside a chain, its input
+    # already in that order: cuDNN's NHWC depthwise kernels, which Inductor's layout choice weighs as it weighs
+    # ungrouped ones. Alone it would pay two transposes for a memory-bound convolution with no tensor-core
+    # kernel to gain. Groups of several channels ran slower in channels-last by Inductor's measure (1.36x).
+    if groups_arg != 1 and not (chained and is_depthwise(node, index)):
+        return ("a depthwise convolution runs in channels-last only between kernels that keep that order"
+                if is_depthwise(node, index) else "a grouped convolution keeps cuDNN's NCHW kernels")
     if node.dtype not in _DTYPES:
         return f"{node.dtype} output"
     if node.name in outputs:
