@@ -67,8 +67,8 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
     ordered: dict[int, frozenset[str]] = {}  # reductions that read channels-last values in that order
 
     def takes(reader: Group, value: str, nhwc: set[str]) -> bool:
-        if reader.index in chain or reader.index in ordered:
-            return True
+        if reader.index in chain or reader.index in ordered or not _moves(index[value].shape):
+            return True  # (a value whose two layouts are the same bytes, (N, C, 1, 1) say, suits any reader)
         conv = conv_of.get(reader.index)
         # A convolution in channels-last (chained, or alone with its transposing tail) takes a channels-last
         # input as it lies, if that is its input and nothing else.
@@ -80,7 +80,7 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
         changed = False
         nhwc = set(ok_convs) | {o for gi in chain for o in by_index[gi].outputs}
         ordered = {g.index: frozenset(i for i in g.inputs if i in nhwc) for g in groups
-                   if g.kind in _REDUCTIONS and _reads_in_order(g, index, nhwc)}
+                   if g.kind in _REDUCTIONS and _reads_in_order(g, index, nhwc, set(convs))}
         for c in sorted(ok_convs):
             rs = readers.get(c, [])
             # A depthwise convolution only where its input arrives in channels-last (see ``nchw_reason``).
@@ -161,9 +161,11 @@ def _framed(group: Group, index: dict[str, OpNode], nhwc: set[str]) -> frozenset
     return framed
 
 
-def _reads_in_order(group: Group, index: dict[str, OpNode], nhwc: set[str]) -> bool:
-    """Whether a reduction group reading channels-last values reads them in that order, and as fast as it
-    would read NCHW (few rows side by side leave most of the GPU idle, see ``conv_tail``)."""
+def _reads_in_order(group: Group, index: dict[str, OpNode], nhwc: set[str], convs: set[str]) -> bool:
+    """Whether a reduction group reading channels-last values reads them in that order, and, where it reads only
+    convolutions' outputs, as fast as it would read NCHW (few rows side by side leave most of the GPU idle, see
+    ``conv_tail``; there the alternative is a convolution in NCHW). After a chained kernel the alternative is
+    ending the chain, which costs more than an idle share of one reduction."""
     read = frozenset(i for i in group.inputs if i in nhwc)
     if not read:
         return False
@@ -171,7 +173,7 @@ def _reads_in_order(group: Group, index: dict[str, OpNode], nhwc: set[str]) -> b
         ours = _threads(reduction_tail(group, index, "stitch_probe", read), read)
     except Unsupported:
         return False
-    if ours >= FULL_GPU_THREADS // 2:
+    if ours >= FULL_GPU_THREADS // 2 or not read <= convs:
         return True
     return _threads(reduction_kernels(group, index, "stitch_probe"), read) < FULL_GPU_THREADS // 2
 
