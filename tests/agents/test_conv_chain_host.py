@@ -380,3 +380,44 @@ def test_a_returned_chain_is_copied_back_to_nchw(name, tmp_path, monkeypatch):
     assert any("written back in NCHW" in n for n in program.notes)
     monkeypatch.setattr(host, "_driver", rows._driver)
     host.check_against_eager(source, program, ("random", "nan"), tmp_path)
+
+
+# Convolutions down to one position, then flattened into a linear layer: (N, C, 1, 1) is the same bytes in both
+# layouts, so the flatten reads the chain's last output as it lies.
+FLAT = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.b = nn.Conv2d(8, 12, 3, stride=2)
+        self.c = nn.Conv2d(8, 12, 3, stride=2, bias=False)
+        self.fc = nn.Linear(12, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        return self.fc(torch.flatten(torch.relu(self.b(h) + self.c(h)), 1))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 6, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_chain_may_end_where_both_layouts_are_the_same_bytes(tmp_path, monkeypatch):
+    program = _program(FLAT)
+    convs, kernels = _steps(program)
+    assert [c.get("layout") for c in convs] == ["channels_last"] * 3, program.notes
+    assert [bool(c.get("convert")) for c in convs] == [True, False, False]
+    # The add of the two branches runs in the chain: no tail writes NCHW, no branch is copied by PyTorch.
+    assert not any("writes NCHW" in n for n in program.notes), program.notes
+    assert sum(len(k.get("layouts", {})) for k in kernels) == 1, kernels  # (N, 12, 1, 1) reads as it lies
+    monkeypatch.setattr(host, "_driver", rows._driver)
+    host.check_against_eager(FLAT, program, ("random", "nan"), tmp_path)
