@@ -301,13 +301,34 @@ class _Writer:
         return prefix
 
     def store(self, k: int, prefix: str, guard: str) -> list[str]:
+        """The stores of chunk ``k``: the lines to run after the body, for outputs of the kernel's whole domain. An
+        output of fewer elements (a group's outputs of several sizes) is computed and stored in the body, in a
+        block of its own that only the chunks inside it enter (its inputs are not read past its end)."""
         lines = []
+        em = self.em
         for o_idx, out in enumerate(self.group.outputs):
-            vals = [self.em.value(out, f"{prefix}{v}") for v in range(self.vec)]
-            arr = self.em.fresh("st")
+            numel = self.index[out].numel
+            if numel < self.domain:
+                inside = f"c{k} < {numel}LL" + (f" && {guard}" if guard else "")
+                saved_memo, saved_loads = dict(em.memo), em.save_loads()
+                em.emit(f"if ({inside}) {{")
+                em.indent += "  "
+                em.depth += 1
+                vals = [em.value(out, f"{prefix}{v}") for v in range(self.vec)]
+                arr = em.fresh("st")
+                em.emit(f"const float {arr}[{self.vec}] = {{{', '.join(vals)}}};")
+                em.emit(f"stitch_stv<{self.vec}>(out{o_idx} + c{k}, {arr});")
+                em.depth -= 1
+                em.indent = em.indent[:-2]
+                em.emit("}")
+                em.memo = saved_memo
+                em.restore_loads(saved_loads)
+                continue
+            vals = [em.value(out, f"{prefix}{v}") for v in range(self.vec)]
+            arr = em.fresh("st")
             lines.append(f"{{ const float {arr}[{self.vec}] = {{{', '.join(vals)}}}; "
                          f"stitch_stv<{self.vec}>(out{o_idx} + c{k}, {arr}); }}")
-        if guard:
+        if guard and lines:
             return [f"if ({guard}) {{"] + ["  " + l for l in lines] + ["}"]
         return lines
 
@@ -337,11 +358,16 @@ def pointwise_kernel(group: Group, index: dict[str, OpNode], name: str, threads:
     outs = [index[o] for o in group.outputs]
     domain = max(o.numel for o in outs)
     for o in outs:
-        if o.numel != domain:
+        # An output of fewer elements is written by the chunks of its own range (``_Writer.store``): one launch
+        # where a kernel per size would compute the shared values twice (an RNN step's new hidden state beside
+        # the next step's concatenated input).
+        if o.numel == 0 and domain:
             raise Unsupported(f"outputs of different sizes ({list(o.shape)} vs {domain} elements)")
     w.domain = domain
     identity = [index[l].dtype for l in w.leaves if index[l].numel == domain] + [o.dtype for o in outs]
     w.vec = vec or _vec_for(identity, domain)
+    while w.vec > 1 and any(o.numel % w.vec for o in outs):
+        w.vec //= 2
     nchunk = domain // w.vec
     auto_threads, auto_unroll = pointwise_launch(group, index, nchunk, w.vec)
     threads = threads or auto_threads
