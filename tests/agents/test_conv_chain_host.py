@@ -15,12 +15,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from stitch_lsp.coders.template import lower  # noqa: E402
-from stitch_lsp.coders.template.binding import candidate_module  # noqa: E402
 from stitch_lsp.coders.template.program import program_data  # noqa: E402
-from stitch_lsp.pipeline import Task  # noqa: E402
 from tests.agents import test_template_pointwise_host as host  # noqa: E402
 from tests.agents import test_template_rows_host as rows  # noqa: E402
-from tests.agents.test_conv_tail_host import _HOST_LOADER, _HostKernel  # noqa: E402
+from tests.agents.test_conv_tail_host import host_models  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(900),
               pytest.mark.skipif(host.GXX is None or host.INCLUDE is None, reason="needs g++ and the CUDA headers")]
@@ -260,31 +258,7 @@ def test_a_reader_that_takes_nchw_breaks_the_chain():
 def _run_module(source: str, tmp_path, x):
     """The generated module, its kernels built for the host: (its output, eager's, whether each convolution got
     a channels-last input, the shapes PyTorch copied, the kernels loaded)."""
-    program = _program(source)
-    module = candidate_module(Task(name="t", source=source), program, loader_import=_HOST_LOADER)
-    ns: dict = {}
-    exec(compile(module, "candidate", "exec"), ns)
-    kernels: list[_HostKernel] = []
-
-    def load_kernel(src, name):
-        kernels.append(_HostKernel(src, name, tmp_path))
-        return kernels[-1]
-
-    ns["load_kernel"] = load_kernel
-
-    def prepare(self, tensors):  # the binding's own preparation, without its refusal of CPU tensors
-        prog = self.programs[ns["_signature"](tensors)] = ns["_Prepared"](self.data_for(tensors))
-        return prog
-
-    ns["_Fused"].prepare = prepare
-    ref_ns: dict = {}
-    exec(compile(source, "reference", "exec"), ref_ns)
-    torch.manual_seed(0)
-    ref = ref_ns["Model"]().eval()
-    cand = ns["ModelNew"]().eval()
-    with torch.no_grad():
-        for name, value in cand.state_dict().items():
-            value.copy_(ref.state_dict()[name])
+    ref, cand, kernels = host_models(source, _program(source), tmp_path)
     seen: list[bool] = []
     copies: list[tuple] = []
 

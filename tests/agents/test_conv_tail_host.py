@@ -249,9 +249,9 @@ class _Spy(torch.utils._python_dispatch.TorchDispatchMode):
 _HOST_LOADER = "load_kernel = load_triton = None\nprefetch_kernels = lambda kernels: 0"
 
 
-def test_generated_module_runs_the_convolution_in_channels_last_and_sees_weight_changes(tmp_path):
-    source = CASES["conv2d-many-channels-mish"]
-    program = _program(source)
+def host_models(source: str, program, tmp_path: Path):
+    """The reference and the generated module's model (its kernels built for the host and loaded on first use,
+    with the reference's weights copied in place, by name, as the Verifier copies them), and the kernels loaded."""
     module = candidate_module(Task(name="t", source=source), program, loader_import=_HOST_LOADER)
     ns: dict = {}
     exec(compile(module, "candidate", "exec"), ns)
@@ -273,9 +273,15 @@ def test_generated_module_runs_the_convolution_in_channels_last_and_sees_weight_
     torch.manual_seed(0)
     ref = ref_ns["Model"]().eval()
     cand = ns["ModelNew"]().eval()
-    with torch.no_grad():  # as the Verifier copies the reference's weights: in place, by name
+    with torch.no_grad():
         for name, value in cand.state_dict().items():
             value.copy_(ref.state_dict()[name])
+    return ref, cand, kernels
+
+
+def test_generated_module_runs_the_convolution_in_channels_last_and_sees_weight_changes(tmp_path):
+    source = CASES["conv2d-many-channels-mish"]
+    ref, cand, kernels = host_models(source, _program(source), tmp_path)
     spy = _Spy(cand.conv.weight.shape)
     x = torch.randn(3, 4, 9, 9)
     with torch.no_grad():
