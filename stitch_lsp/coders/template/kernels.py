@@ -306,9 +306,10 @@ class _Writer:
         block of its own that only the chunks inside it enter (its inputs are not read past its end)."""
         lines = []
         em = self.em
+        domain = getattr(self, "domain", 0)  # set by the kernels of a thread per chunk (not a staged pool's)
         for o_idx, out in enumerate(self.group.outputs):
             numel = self.index[out].numel
-            if numel < self.domain:
+            if numel < domain:
                 inside = f"c{k} < {numel}LL" + (f" && {guard}" if guard else "")
                 saved_memo, saved_loads = dict(em.memo), em.save_loads()
                 em.emit(f"if ({inside}) {{")
