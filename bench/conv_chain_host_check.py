@@ -42,8 +42,8 @@ def small_source(source: str, size: int) -> str:
         if m and _SPATIAL.search(m.group(1)):
             names = [n.strip() for n in m.group(1).split(",") if n.strip()]
             over.append(f"{', '.join(names)} = {', '.join([str(size)] * len(names))}")
-        if line.startswith("input_shape"):
-            over.append(f"input_shape = (3, {size}, {size})")
+        if line.startswith("input_shape"):  # (3, 240, 240) or (batch, 3, 224, 224): the image sides only
+            over.append(re.sub(r"\b(?:6[4-9]|[7-9]\d|[1-9]\d{2,})\b", str(size), line))
     return source + "\n" + "\n".join(over) + "\n"
 
 
