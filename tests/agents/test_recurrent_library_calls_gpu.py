@@ -77,3 +77,44 @@ def test_a_recurrent_module_runs_as_one_cudnn_call_and_passes_the_verifier(name,
     assert verdict.status.value == "correct", (verdict.summary, failed, [f.message for f in verdict.hack_flags])
     assert not verdict.hack_flags
     print(name, precision, verdict.summary)
+
+
+# A recurrent cell written as a loop (unrolled by tracing): each step's new hidden state and the next step's
+# concatenated input come from one kernel of two output sizes.
+CELL = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.i2h = nn.Linear(48 + 32, 32)
+        self.h2o = nn.Linear(32, 16)
+
+    def forward(self, x, h):
+        outs = []
+        for t in range(x.size(0)):
+            h = torch.tanh(self.i2h(torch.cat((x[t], h), dim=1)))
+            outs.append(self.h2o(h))
+        return torch.stack(outs, dim=0)
+
+def get_inputs():
+    return [torch.rand(6, 8, 48), torch.rand(8, 32)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(600)
+def test_an_unrolled_recurrent_cell_passes_the_verifier_with_one_kernel_a_step(verifier, tmp_path):
+    task = Task(name="rnn_cell", source=CELL)
+    outcome = fuse_task(task, Settings(), verifier=verifier, workdir=tmp_path)
+    assert outcome.candidate is not None, outcome.message
+    assert not any("one kernel per output size" in n for n in outcome.candidate.notes), outcome.candidate.notes
+    verdict = outcome.verdict
+    assert verdict is not None, outcome.message
+    failed = [f"{t.name}: {t.detail}" for t in verdict.correctness.failed_trials]
+    assert verdict.status.value == "correct", (verdict.summary, failed, [f.message for f in verdict.hack_flags])
+    print("rnn cell", verdict.summary)

@@ -38,3 +38,14 @@ def test_outputs_of_two_sizes_are_one_kernel_and_match_eager(width, tmp_path):
     assert not program.blocking_ops and not any("one kernel per output size" in n for n in program.notes)
     assert len(kernel.outputs) == 2 and f"if (c0 < {5 * width})" in kernel.source
     assert ("4-wide" in kernel.note) == (width == 8), kernel.note  # 35 elements: chunks of one
+
+
+def test_an_unrolled_recurrent_cell_has_one_kernel_a_step_and_matches_eager(tmp_path):
+    from tests.agents.test_recurrent_library_calls_gpu import CELL
+
+    program = _check(CELL, tmp_path, cases=("random", "nan"))
+    steps = 6
+    # A step's kernel writes its new hidden state (8 x 32) and the next step's cat (8 x 80); the first step's cat,
+    # the last step's hidden state and the final stack are one kernel each.
+    assert len(program.kernels) == steps + 2, program.notes
+    assert sum(len(k.outputs) == 2 for k in program.kernels) == steps - 1
