@@ -395,3 +395,27 @@ def test_a_chain_may_end_where_both_layouts_are_the_same_bytes(tmp_path, monkeyp
     assert sum(len(k.get("layouts", {})) for k in kernels) == 1, kernels  # (N, 12, 1, 1) reads as it lies
     monkeypatch.setattr(host, "_driver", rows._driver)
     host.check_against_eager(FLAT, program, ("random", "nan"), tmp_path)
+
+
+def test_the_binding_allocates_outputs_in_the_layout_asked_and_zeroes_those_asked():
+    """The module's interpreter: an output written in channels-last is allocated so, a zeroed one (a team
+    kernel's arrival counts) reads zero at launch, whatever its layout."""
+    import json
+
+    from stitch_lsp.coders.template import binding
+
+    ns: dict = {"torch": torch, "json": json, "prefetch_kernels": lambda kernels: 0}
+    exec(binding._RUNTIME, ns)
+    seen: list = []
+
+    class Kernel:
+        def __call__(self, grid, block, args, **kw):
+            seen.extend((t.stride(), t.clone()) for t in args[1:])
+
+    ns["load_kernel"] = lambda source, name: Kernel()
+    data = {"inputs": ["x"], "outputs": ["o", "z"], "tuple": True, "sources": {"k": "// k"},
+            "steps": [{"kernel": "k", "grid": 1, "block": 32, "args": ["x"], "zeroed": ["z", "o"],
+                       "outputs": [["o", [2, 3, 4, 5], "float32", "channels_last"], ["z", [7], "int32"]]}]}
+    out = ns["_Prepared"](data)([torch.ones(3)])
+    assert out[0].is_contiguous(memory_format=torch.channels_last) and not out[0].is_contiguous()
+    assert seen[0][0] == (60, 1, 15, 3) and not seen[0][1].any() and not seen[1][1].any()

@@ -273,8 +273,9 @@ class _Prepared:
                 _, name, source, arg_names, outs, grid, block, kernel, layouts, shared, team, zeroed, least = step
                 args = [_ready(env[a], f) for a, f in zip(arg_names, layouts)]
                 for out, shape, dtype, fmt in outs:
-                    t = env[out] = (torch.zeros if out in zeroed else torch.empty)(shape, dtype=dtype, device=device,
-                                                                                   memory_format=fmt)
+                    t = env[out] = torch.empty(shape, dtype=dtype, device=device, memory_format=fmt)
+                    if out in zeroed:
+                        t.zero_()
                     args.append(t)
                 if kernel is not None:
                     if team:
