@@ -332,7 +332,8 @@ def test_a_cat_along_the_channels_chains(tmp_path, monkeypatch):
 # Blocks whose output forward returns: a residual block with a downsampling branch (the last kernel reads both
 # convolutions), and a fire module (a cat of two convolutions' ReLUs).
 BLOCK = RESNET.replace(
-    "        x = torch.relu(self.stem(x))\n        x = self.blocks(x)\n        return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)",
+    "        x = torch.relu(self.stem(x))\n        x = self.blocks(x)\n"
+    "        return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)",
     "        return self.blocks[1](x)").replace("torch.randn(2, 3, 9, 11)", "torch.randn(2, 6, 9, 11)")
 FIRE_ALONE = FIRE.replace(
     "        x = nn.functional.max_pool2d(torch.relu(self.stem(x)), 2, ceil_mode=False)\n"

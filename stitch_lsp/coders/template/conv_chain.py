@@ -20,9 +20,9 @@ from attrs import define, field
 from stitch_lsp.plan import library_calls
 from stitch_lsp.plan.conv_layout import READS_CHANNELS_LAST, ConvLayout
 from stitch_lsp.plan.fusion import Group
-from stitch_lsp.coders.template.conv_reduction import _moves, physical_index
-from stitch_lsp.coders.template.conv_tail import (_DTYPES, _FORMATS, _REDUCTIONS, IN_ORDER, _threads, conv_layouts, enabled,
-                                                  is_depthwise, nchw_reason, reduction_tail)
+from stitch_lsp.coders.template.conv_reduction import moves, physical_index
+from stitch_lsp.coders.template.conv_tail import (DTYPES, FORMATS, IN_ORDER, REDUCTION_KINDS, conv_layouts, enabled,
+                                                  is_depthwise, nchw_reason, reduction_tail, threads_reading)
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel, window_kernel
 from stitch_lsp.coders.template.reduction_kernels import COL_THREADS as FULL_GPU_THREADS
@@ -63,11 +63,11 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
     conv_of = {g.index: _conv_node(g, index) for g in groups if g.kind == "library"}
     ok_convs = {c for c in convs if not nchw_reason(index[c], outputs, index, chained=True)}
     chain = {g.index for g in groups if g.kind in _CHAINED_KINDS and g.outputs
-             and all(len(index[o].shape) in _FORMATS for o in g.outputs)}
+             and all(len(index[o].shape) in FORMATS for o in g.outputs)}
     ordered: dict[int, frozenset[str]] = {}  # reductions that read channels-last values in that order
 
     def takes(reader: Group, value: str, nhwc: set[str]) -> bool:
-        if reader.index in chain or reader.index in ordered or not _moves(index[value].shape):
+        if reader.index in chain or reader.index in ordered or not moves(index[value].shape):
             return True  # (a value whose two layouts are the same bytes, (N, C, 1, 1) say, suits any reader)
         conv = conv_of.get(reader.index)
         # A convolution in channels-last (chained, or alone with its transposing tail) takes a channels-last
@@ -80,7 +80,7 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
         changed = False
         nhwc = set(ok_convs) | {o for gi in chain for o in by_index[gi].outputs}
         ordered = {g.index: frozenset(i for i in g.inputs if i in nhwc) for g in groups
-                   if g.kind in _REDUCTIONS and _reads_in_order(g, index, nhwc, set(convs))}
+                   if g.kind in REDUCTION_KINDS and _reads_in_order(g, index, nhwc, set(convs))}
         for c in sorted(ok_convs):
             rs = readers.get(c, [])
             # A depthwise convolution only where its input arrives in channels-last (see ``nchw_reason``).
@@ -100,8 +100,8 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
     for gi in chain:
         plan.chained[gi] = _framed(by_index[gi], index, nhwc)
         for o in by_index[gi].outputs:
-            if _moves(index[o].shape):
-                plan.written[o] = _FORMATS[len(index[o].shape)]
+            if moves(index[o].shape):
+                plan.written[o] = FORMATS[len(index[o].shape)]
     for gi, read in ordered.items():
         if read:
             plan.chained[gi] = read
@@ -109,7 +109,7 @@ def layout_plan(graph: OpGraph, groups: list[Group], index: dict[str, OpNode],
         if convs[c].why == IN_ORDER:
             continue  # read by one reduction in its order, as ``conv_tail`` already decided and says
         node = index[c]
-        plan.convs[c] = ConvLayout(c, _FORMATS[len(node.shape)], CHAINED, -1, node.dtype == "float32")
+        plan.convs[c] = ConvLayout(c, FORMATS[len(node.shape)], CHAINED, -1, node.dtype == "float32")
     return plan
 
 
@@ -125,7 +125,7 @@ def _returned(group: Group, index: dict[str, OpNode], outputs: set[str], nhwc: s
     """Whether a group whose output forward returns stays out of the chain (see ``_tail_alone``; and a value no
     transpose kernel copies, of another dtype)."""
     mine = [o for o in group.outputs if o in outputs]
-    return bool(mine) and (_tail_alone(group, nhwc) or any(index[o].dtype not in _DTYPES for o in mine))
+    return bool(mine) and (_tail_alone(group, nhwc) or any(index[o].dtype not in DTYPES for o in mine))
 
 
 def _conv_node(group: Group, index: dict[str, OpNode]) -> OpNode | None:
@@ -151,7 +151,7 @@ def _framed(group: Group, index: dict[str, OpNode], nhwc: set[str]) -> frozenset
         return None
     (rank,) = ranks
     framed = frozenset(i for i in group.inputs
-                       if len(index[i].shape) == rank and (i in nhwc or _moves(index[i].shape)))
+                       if len(index[i].shape) == rank and (i in nhwc or moves(index[i].shape)))
     if not framed or not any(i in nhwc for i in framed):
         return None
     try:
@@ -170,12 +170,12 @@ def _reads_in_order(group: Group, index: dict[str, OpNode], nhwc: set[str], conv
     if not read:
         return False
     try:
-        ours = _threads(reduction_tail(group, index, "stitch_probe", read), read)
+        ours = threads_reading(reduction_tail(group, index, "stitch_probe", read), read)
     except Unsupported:
         return False
     if ours >= FULL_GPU_THREADS // 2 or not read <= convs:
         return True
-    return _threads(reduction_kernels(group, index, "stitch_probe"), read) < FULL_GPU_THREADS // 2
+    return threads_reading(reduction_kernels(group, index, "stitch_probe"), read) < FULL_GPU_THREADS // 2
 
 
 def chain_kernel(group: Group, index: dict[str, OpNode], name: str, framed: frozenset[str]) -> KernelSpec:
@@ -184,8 +184,8 @@ def chain_kernel(group: Group, index: dict[str, OpNode], name: str, framed: froz
     physical = physical_index(group, index, framed, writes=True)
     spec = (window_kernel(group, physical, name, staged=False) if group.kind == "window"
             else pointwise_kernel(group, physical, name))
-    spec.layouts = {v: _FORMATS[len(index[v].shape)] for v in sorted(framed) if _moves(index[v].shape)}
-    spec.out_layouts = {o: _FORMATS[len(index[o].shape)] for o in group.outputs if _moves(index[o].shape)}
+    spec.layouts = {v: FORMATS[len(index[v].shape)] for v in sorted(framed) if moves(index[v].shape)}
+    spec.out_layouts = {o: FORMATS[len(index[o].shape)] for o in group.outputs if moves(index[o].shape)}
     spec.note += (f"; reads {', '.join(sorted(framed))} {READS_CHANNELS_LAST} through its own order (N, spatial, C)"
                   " and writes its output so")
     return spec

@@ -51,7 +51,7 @@ def _permuted(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape[d] for d in _order(len(shape)))
 
 
-def _moves(shape: tuple[int, ...], dropped: tuple[int, ...] = ()) -> bool:
+def moves(shape: tuple[int, ...], dropped: tuple[int, ...] = ()) -> bool:
     """Whether channels-last order reorders the elements of a contiguous tensor of this (logical, full-rank)
     shape, less the dims ``dropped``: whether its dims other than size-1 ones come in another order. Judged by
     dims, not sizes: (N, C, H, W) with C == H == W moves although its permuted sizes read the same."""
@@ -92,7 +92,7 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str | Iterable[
         if node.numel <= 1:
             take(name, node.shape)
             return
-        if name in sources or _moves(full):
+        if name in sources or moves(full):
             raise Unsupported(f"{name} {list(index[name].shape)} would be read across the channels-last order")
         if node.shape == want:
             take(name, node.shape)
@@ -151,7 +151,7 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str | Iterable[
             new_dims = sorted(where(d) for d in dims)
             keep = bool(args[2]) if len(args) > 2 else bool(node.kwargs.get("keepdim", False))
             shape = _permuted(node.shape) if keep else node.shape
-            if not keep and _moves(index[x].shape, tuple(dims)):
+            if not keep and moves(index[x].shape, tuple(dims)):
                 raise Unsupported(f"{name} keeps dims in another order in channels-last")
             args[1] = new_dims if isinstance(args[1], list) else new_dims[0]
             new[name] = evolve(node, args_json=json.dumps(args), shape=shape, shape_expr=[])
@@ -180,7 +180,7 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str | Iterable[
         elif kind == "view" and node.op in _RESHAPES:
             (x,) = refs[:1]
             take(x, new[x].shape)
-            if _moves(index[x].shape):
+            if moves(index[x].shape):
                 raise Unsupported(f"{name} ({op_table.short(node.op)}) reshapes a channels-last value")
             new[name] = _reshaped(node, node.shape)
         else:
@@ -189,9 +189,9 @@ def physical_index(group: Group, index: dict[str, OpNode], conv: str | Iterable[
         for r in index[name].refs():
             take(r, index[r].shape)
     for o in group.outputs:
-        if writes and o not in framed and _moves(index[o].shape):
+        if writes and o not in framed and moves(index[o].shape):
             raise Unsupported(f"{o} {list(index[o].shape)} is not computed in the channels-last order")
-        if not writes and o in framed and _moves(index[o].shape):
+        if not writes and o in framed and moves(index[o].shape):
             raise Unsupported(f"{o} {list(index[o].shape)} would be written transposed")
     return new
 

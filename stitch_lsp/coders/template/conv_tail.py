@@ -36,9 +36,9 @@ ENV = "STITCH_CONV_LAYOUT"  # channels_last (default) | nchw
 CONV_OP = "aten.convolution.default"
 THREADS = 256
 TILE = 1024  # elements a block stages: 4 per thread
-_FORMATS = {4: "channels_last", 5: "channels_last_3d"}
-_DTYPES = {"float32", "float16", "bfloat16"}
-_REDUCTIONS = ("row_reduction", "col_reduction")
+FORMATS = {4: "channels_last", 5: "channels_last_3d"}
+DTYPES = {"float32", "float16", "bfloat16"}
+REDUCTION_KINDS = ("row_reduction", "col_reduction")
 TRANSPOSED = "the tail kernel reads it transposed and writes NCHW"
 IN_ORDER = "the reduction kernel reads it in that order"
 
@@ -77,7 +77,7 @@ def is_depthwise(node: OpNode, index: dict[str, OpNode]) -> bool:
 def nchw_reason(node: OpNode, outputs: set[str], index: dict[str, OpNode], chained: bool = False) -> str:
     """Why this convolution keeps NCHW whatever reads it ("" where it may run in channels-last); ``chained``:
     between kernels that keep channels-last (``conv_chain``), where a depthwise convolution may too."""
-    if node.op != CONV_OP or len(node.shape) not in _FORMATS:
+    if node.op != CONV_OP or len(node.shape) not in FORMATS:
         return "only 2-D and 3-D convolutions run in channels-last"
     groups_arg = node.args[8] if len(node.args) > 8 else 1
     # A depthwise convolution (one input channel a group) runs in channels-last inside a chain, its input
@@ -87,7 +87,7 @@ def nchw_reason(node: OpNode, outputs: set[str], index: dict[str, OpNode], chain
     if groups_arg != 1 and not (chained and is_depthwise(node, index)):
         return ("a depthwise convolution runs in channels-last only between kernels that keep that order"
                 if is_depthwise(node, index) else "a grouped convolution keeps cuDNN's NCHW kernels")
-    if node.dtype not in _DTYPES:
+    if node.dtype not in DTYPES:
         return f"{node.dtype} output"
     if node.name in outputs:
         return "its output is returned"
@@ -111,29 +111,29 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
     tail = readers[0]
     if tail.kind == "library":
         return nchw("it feeds another library call, which takes it as NCHW")
-    if tail.kind in _REDUCTIONS:
+    if tail.kind in REDUCTION_KINDS:
         try:
-            ours = _threads(reduction_tail(tail, index, "stitch_probe", node.name), node.name)
+            ours = threads_reading(reduction_tail(tail, index, "stitch_probe", node.name), node.name)
         except Unsupported as exc:
             return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel that cannot read it in channels-last: {exc}")
         # Few rows lying side by side (a global pool over a small batch) take one block for 32 of them: where that
         # leaves most of the GPU idle and the NCHW kernel (its long rows split across blocks) fills it, NCHW wins.
-        theirs = ours if ours >= FULL_GPU_THREADS // 2 else _threads(reduction_kernels(tail, index, "stitch_probe"),
-                                                                      node.name)
+        theirs = ours if ours >= FULL_GPU_THREADS // 2 else threads_reading(
+            reduction_kernels(tail, index, "stitch_probe"), node.name)
         if ours < FULL_GPU_THREADS // 2 <= theirs:
             return nchw(f"in channels-last order its reduction would run {ours} threads, "
                         f"in NCHW {min(theirs, FULL_GPU_THREADS)}")
-        return ConvLayout(node.name, _FORMATS[len(node.shape)], IN_ORDER, tail.index, node.dtype == "float32")
+        return ConvLayout(node.name, FORMATS[len(node.shape)], IN_ORDER, tail.index, node.dtype == "float32")
     if tail.kind != "pointwise":
         return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel, which reads its input as NCHW")
     try:
         tail_kernel(tail, index, "stitch_probe", node.name)
     except Unsupported as exc:
         return nchw(f"the tail cannot read it transposed ({exc})")
-    return ConvLayout(node.name, _FORMATS[len(node.shape)], TRANSPOSED, tail.index, node.dtype == "float32")
+    return ConvLayout(node.name, FORMATS[len(node.shape)], TRANSPOSED, tail.index, node.dtype == "float32")
 
 
-def _threads(specs: list[KernelSpec], conv: str | frozenset[str]) -> int:
+def threads_reading(specs: list[KernelSpec], conv: str | frozenset[str]) -> int:
     """Threads the kernels that read ``conv`` (or any of these values) launch (the fewest of them)."""
     read = {conv} if isinstance(conv, str) else conv
     return min((s.grid * s.block for s in specs if read & set(s.params)), default=0)
@@ -156,7 +156,7 @@ def transpose_kernel(x: OpNode, name: str, to_channels_last: bool) -> KernelSpec
     channels-last (a convolution's input), or back (a chained kernel's output that forward returns, since the
     reference returns NCHW). 32 x 32 tiles of (channels x positions) through shared memory, both sides
     coalesced; the values copied as they are (bits, NaN payloads included)."""
-    if x.dtype not in _DTYPES or len(x.shape) not in _FORMATS:
+    if x.dtype not in DTYPES or len(x.shape) not in FORMATS:
         return None
     n_img, channels = x.shape[0], x.shape[1]
     positions = x.numel // max(1, n_img * channels)
@@ -195,10 +195,11 @@ extern "C" __global__ void __launch_bounds__(256) {name}(const {t}* __restrict__
   }}
 }}
 """
-    fmt = _FORMATS[len(x.shape)]
+    fmt = FORMATS[len(x.shape)]
     if to_channels_last:
         shape, layouts = (n_img,) + tuple(x.shape[2:]) + (channels,), {}
-        note = f"{x.name} {list(x.shape)} written in {fmt.replace('_', '-')} through 32x32 shared-memory tiles for the convolution"
+        note = (f"{x.name} {list(x.shape)} written in {fmt.replace('_', '-')} through 32x32 shared-memory tiles "
+                "for the convolution")
     else:
         shape, layouts = tuple(x.shape), {x.name: fmt}
         note = f"{x.name} {list(x.shape)} written back in NCHW through 32x32 shared-memory tiles, as forward returns it"
@@ -285,7 +286,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({w.signature()}) 
     grid = max(1, n_img * n_s * n_c)
     return KernelSpec(name=name, source=src_text, kind="pointwise", params=w.leaves + group.outputs,
                       outputs=list(group.outputs), grid=grid, block=THREADS,
-                      layouts={conv: _FORMATS[len(src.shape)]},
+                      layouts={conv: FORMATS[len(src.shape)]},
                       note=f"{len(group.nodes)} ops, {src.numel} elements, reads {conv} {READS_CHANNELS_LAST} through "
                            f"{tc}x{ts} shared-memory tiles and writes NCHW")
 
@@ -299,6 +300,6 @@ def reduction_tail(group: Group, index: dict[str, OpNode], name: str, conv: str 
     for spec in specs:
         mine = sorted(v for v in read if v in spec.params)
         if mine:
-            spec.layouts = {v: _FORMATS[len(index[v].shape)] for v in mine}
+            spec.layouts = {v: FORMATS[len(index[v].shape)] for v in mine}
             spec.note += f"; reads {', '.join(mine)} {READS_CHANNELS_LAST} through its own order (N, spatial, C)"
     return specs

@@ -149,7 +149,8 @@ def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
                              source_graph=source, gemm_mode=gemm.mode,
                              conv_layout="nchw" if channels_last is False else "", attention=attention)
     layouts = layout_plan(graph, groups, index, channels_last)
-    program.conv_layouts, program.chained, program.written_channels_last = layouts.convs, layouts.chained, layouts.written
+    program.conv_layouts, program.chained = layouts.convs, layouts.chained
+    program.written_channels_last = layouts.written
     return program, index
 
 
