@@ -98,10 +98,12 @@ def gemm_fallback_reason(candidate: Candidate, verdict: Verdict, gemm: GemmOptio
 def layout_fallback_reason(candidate: Candidate, verdict: Verdict) -> str:
     """Why a candidate with a convolution in channels-last is tried again in NCHW: the Verifier did not
     pass it (cuDNN's channels-last algorithm rounds otherwise than eager's, which TF32 makes visible),
-    or it ran slower than eager. "" when it is not."""
+    it ran slower than eager, or ``torch.compile`` beat it across its whole 95% interval (a net kept in
+    channels-last from end to end is not always the faster: the two are timed and the faster offered).
+    "" when it is not."""
     if candidate.coder != "template" or not uses_channels_last(candidate.notes):
         return ""
-    return _refused_or_slow(verdict, "it")
+    return _refused_or_slow(verdict, "it") or _slower_than_compile(verdict, "it", "")
 
 
 def _layout_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,

@@ -82,3 +82,23 @@ def test_when_nchw_fails_too_the_first_judgement_stands_and_both_reasons_are_giv
     outcome = fuse(tmp_path, Judge(large_trial_failed(0.7, 33, 65536), large_trial_failed(0.7, 33, 65536)))
     assert not outcome.offerable and uses_channels_last(outcome.candidate.notes)
     assert "in NCHW: failed adversarial-large" in outcome.message
+
+
+def _behind_compile(speedup: float, vs_compile: float) -> Verdict:
+    verdict = correct(speedup)
+    verdict.timing.speedup_vs_compile = vs_compile
+    verdict.timing.speedup_vs_compile_ci = [vs_compile - 0.05, vs_compile + 0.05]
+    return verdict
+
+
+def test_a_channels_last_candidate_behind_torch_compile_is_timed_against_nchw_and_the_faster_kept(tmp_path):
+    verifier = Judge(_behind_compile(1.05, 0.8), correct(1.3))
+    outcome = fuse(tmp_path, verifier)
+    first, second = verifier.seen
+    assert uses_channels_last(first.notes) and outcome.candidate is second
+    assert "in channels-last it passed but ran at 0.80x torch.compile" in outcome.plan_text
+    # Where channels-last was the faster of the two, it stays.
+    verifier = Judge(_behind_compile(1.05, 0.8), correct(1.01))
+    outcome = fuse(tmp_path / "again", verifier)
+    assert len(verifier.seen) == 2 and uses_channels_last(outcome.candidate.notes)
+    assert "in NCHW: no faster" in outcome.layout_fallback
