@@ -30,7 +30,7 @@ from stitch_lsp.coders.template import lower  # noqa: E402
 from stitch_lsp.coders.template.program import program_data  # noqa: E402
 from stitch_lsp.worker.trace_handler import trace_task  # noqa: E402
 
-_SPATIAL = re.compile(r"\b(height|width|image_height|image_width|image_size)\b")
+_SPATIAL = re.compile(r"\b(depth|height|width|image_height|image_width|image_size|D|H|W)\b")
 
 
 def small_source(source: str, size: int) -> str:
