@@ -305,6 +305,8 @@ def test_pools_between_convolutions_run_in_channels_last(tmp_path, monkeypatch):
     pools = [k for k in kernels if any(o[3:] == ["channels_last"] for o in k["outputs"])]
     assert len(pools) == 2, "both pools (with the ReLU before each) write channels-last"
     assert sum("max_pool2d" in n or "avg_pool2d" in n for n in program.notes if "writes its output so" in n) == 2
+    # The notes give each pool's shapes as the code has them, not in the kernel's own order.
+    assert any("max_pool2d [2, 6, 9, 13] -> [2, 6, 5, 7]" in n for n in program.notes), program.notes
     monkeypatch.setattr(host, "_driver", rows._driver)
     host.check_against_eager(VGG, program, ("random", "nan", "inf"), tmp_path)
 

@@ -184,6 +184,13 @@ def chain_kernel(group: Group, index: dict[str, OpNode], name: str, framed: froz
     physical = physical_index(group, index, framed, writes=True)
     spec = (window_kernel(group, physical, name, staged=False) if group.kind == "window"
             else pointwise_kernel(group, physical, name))
+    if group.kind == "window":  # the note names each pool's shapes as the user's code has them (N, C, ...)
+        for n in group.nodes:
+            pool = index[n]
+            if n in physical and physical[n].shape != pool.shape and pool.args and isinstance(pool.args[0], dict):
+                src = index[pool.args[0]["$"]]
+                spec.note = spec.note.replace(f"{list(physical[src.name].shape)} -> {list(physical[n].shape)}",
+                                              f"{list(src.shape)} -> {list(pool.shape)}")
     spec.layouts = {v: FORMATS[len(index[v].shape)] for v in sorted(framed) if moves(index[v].shape)}
     spec.out_layouts = {o: FORMATS[len(index[o].shape)] for o in group.outputs if moves(index[o].shape)}
     spec.note += (f"; reads {', '.join(sorted(framed))} {READS_CHANNELS_LAST} through its own order (N, spatial, C)"
