@@ -15,8 +15,7 @@ from stitch_lsp.fuse.fallbacks import MASKED_NAN, uses_attention_kernel
 from stitch_lsp.fuse.service import fuse_task
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
-from tests.fuse.test_gemm_fallback import behind_compile
-from tests.llm.verifiers import SplitVerifier, correct, incorrect
+from tests.llm.verifiers import SplitVerifier, behind_compile, correct, incorrect
 
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 

@@ -15,7 +15,7 @@ from stitch_lsp.plan.conv_layout import uses_channels_last
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Verdict
-from tests.llm.verifiers import SplitVerifier, correct, large_trial_failed
+from tests.llm.verifiers import SplitVerifier, behind_compile, correct, large_trial_failed
 
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
@@ -84,21 +84,14 @@ def test_when_nchw_fails_too_the_first_judgement_stands_and_both_reasons_are_giv
     assert "in NCHW: failed adversarial-large" in outcome.message
 
 
-def _behind_compile(speedup: float, vs_compile: float) -> Verdict:
-    verdict = correct(speedup)
-    verdict.timing.speedup_vs_compile = vs_compile
-    verdict.timing.speedup_vs_compile_ci = [vs_compile - 0.05, vs_compile + 0.05]
-    return verdict
-
-
 def test_a_channels_last_candidate_behind_torch_compile_is_timed_against_nchw_and_the_faster_kept(tmp_path):
-    verifier = Judge(_behind_compile(1.05, 0.8), correct(1.3))
+    verifier = Judge(behind_compile(1.05, 0.8), correct(1.3))
     outcome = fuse(tmp_path, verifier)
     first, second = verifier.seen
     assert uses_channels_last(first.notes) and outcome.candidate is second
     assert "in channels-last it passed but ran at 0.80x torch.compile" in outcome.plan_text
     # Where channels-last was the faster of the two, it stays.
-    verifier = Judge(_behind_compile(1.05, 0.8), correct(1.01))
+    verifier = Judge(behind_compile(1.05, 0.8), correct(1.01))
     outcome = fuse(tmp_path / "again", verifier)
     assert len(verifier.seen) == 2 and uses_channels_last(outcome.candidate.notes)
     assert "in NCHW: no faster" in outcome.layout_fallback

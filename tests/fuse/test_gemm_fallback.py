@@ -17,7 +17,7 @@ from stitch_lsp.benchsuite.tasks import BenchTask
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 from stitch_lsp.verdict import Trial, Verdict, VerdictStatus
-from tests.llm.verifiers import SplitVerifier, correct, large_trial_failed
+from tests.llm.verifiers import SplitVerifier, behind_compile, correct, large_trial_failed
 
 trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
 
@@ -177,14 +177,6 @@ def test_a_bare_gemm_slower_on_the_family_is_not_offered_and_the_bench_times_cub
     # The bench judges the library call alone instead: the row is cuBLAS's, and says why.
     assert result.status == "correct" and result.speedup_vs_eager == pytest.approx(1.03)
     assert not uses_gemm_family(detail.candidate) and "slower than cuBLAS" in result.gemm_fallback
-
-
-def behind_compile(speedup: float, vs_compile: float) -> Verdict:
-    """Faster than eager, but slower than torch.compile with the whole interval below 1."""
-    verdict = correct(speedup)
-    verdict.timing.speedup_vs_compile = vs_compile
-    verdict.timing.speedup_vs_compile_ci = [vs_compile - 0.01, vs_compile + 0.01]
-    return verdict
 
 
 def test_a_family_kernel_behind_torch_compile_gives_way_to_a_faster_cublas_candidate(tmp_path):

@@ -125,6 +125,14 @@ def correct(speedup: float, *, eager_ms: float = 0.030) -> Verdict:
                                  speedup_vs_compile=speedup / 1.1))
 
 
+def behind_compile(speedup: float, vs_compile: float) -> Verdict:
+    """Faster than eager, but slower than torch.compile with the whole interval below 1."""
+    verdict = correct(speedup)
+    verdict.timing.speedup_vs_compile = vs_compile
+    verdict.timing.speedup_vs_compile_ci = [vs_compile - 0.01, vs_compile + 0.01]
+    return verdict
+
+
 def flagged_at_run_time(speedup: float = 50.0) -> Verdict:
     """What the Verifier's dynamic check says of a forward that computed with PyTorch."""
     verdict = correct(speedup)

@@ -22,11 +22,9 @@ from stitch_lsp.plan.conv_layout import READS_CHANNELS_LAST, ConvLayout
 from stitch_lsp.plan.fusion import Group
 from stitch_lsp.coders.template.conv_reduction import moves, physical_index
 from stitch_lsp.coders.template.conv_tail import (DTYPES, FORMATS, IN_ORDER, REDUCTION_KINDS, conv_layouts, enabled,
-                                                  is_depthwise, nchw_reason, reduction_tail, threads_reading)
+                                                  idles_in_order, is_depthwise, nchw_reason)
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders.template.kernels import KernelSpec, pointwise_kernel, window_kernel
-from stitch_lsp.coders.template.reduction_kernels import COL_THREADS as FULL_GPU_THREADS
-from stitch_lsp.coders.template.reductions import reduction_kernels
 from stitch_lsp.op_graph import OpGraph, OpNode
 
 CHAINED = "its readers take channels-last as it lies"
@@ -170,27 +168,18 @@ def _reads_in_order(group: Group, index: dict[str, OpNode], nhwc: set[str], conv
     if not read:
         return False
     try:
-        ours = threads_reading(reduction_tail(group, index, "stitch_probe", read), read)
+        idle = idles_in_order(group, index, read)
     except Unsupported:
         return False
-    if ours >= FULL_GPU_THREADS // 2 or not read <= convs:
-        return True
-    return threads_reading(reduction_kernels(group, index, "stitch_probe"), read) < FULL_GPU_THREADS // 2
+    return not idle or not read <= convs
 
 
 def chain_kernel(group: Group, index: dict[str, OpNode], name: str, framed: frozenset[str]) -> KernelSpec:
     """The kernel of a chained pointwise or pooling group: one pass over its outputs in channels-last order (a
     pool's window read across neighbouring positions, a warp's threads on neighbouring channels)."""
     physical = physical_index(group, index, framed, writes=True)
-    spec = (window_kernel(group, physical, name, staged=False) if group.kind == "window"
+    spec = (window_kernel(group, physical, name, staged=False, named=index) if group.kind == "window"
             else pointwise_kernel(group, physical, name))
-    if group.kind == "window":  # the note names each pool's shapes as the user's code has them (N, C, ...)
-        for n in group.nodes:
-            pool = index[n]
-            if n in physical and physical[n].shape != pool.shape and pool.args and isinstance(pool.args[0], dict):
-                src = index[pool.args[0]["$"]]
-                spec.note = spec.note.replace(f"{list(physical[src.name].shape)} -> {list(physical[n].shape)}",
-                                              f"{list(src.shape)} -> {list(pool.shape)}")
     spec.layouts = {v: FORMATS[len(index[v].shape)] for v in sorted(framed) if moves(index[v].shape)}
     spec.out_layouts = {o: FORMATS[len(index[o].shape)] for o in group.outputs if moves(index[o].shape)}
     spec.note += (f"; reads {', '.join(sorted(framed))} {READS_CHANNELS_LAST} through its own order (N, spatial, C)"

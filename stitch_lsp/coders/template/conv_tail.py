@@ -113,16 +113,11 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
         return nchw("it feeds another library call, which takes it as NCHW")
     if tail.kind in REDUCTION_KINDS:
         try:
-            ours = threads_reading(reduction_tail(tail, index, "stitch_probe", node.name), node.name)
+            idle = idles_in_order(tail, index, frozenset([node.name]))
         except Unsupported as exc:
             return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel that cannot read it in channels-last: {exc}")
-        # Few rows lying side by side (a global pool over a small batch) take one block for 32 of them: where that
-        # leaves most of the GPU idle and the NCHW kernel (its long rows split across blocks) fills it, NCHW wins.
-        theirs = ours if ours >= FULL_GPU_THREADS // 2 else threads_reading(
-            reduction_kernels(tail, index, "stitch_probe"), node.name)
-        if ours < FULL_GPU_THREADS // 2 <= theirs:
-            return nchw(f"in channels-last order its reduction would run {ours} threads, "
-                        f"in NCHW {min(theirs, FULL_GPU_THREADS)}")
+        if idle:
+            return nchw(idle)
         return ConvLayout(node.name, FORMATS[len(node.shape)], IN_ORDER, tail.index, node.dtype == "float32")
     if tail.kind != "pointwise":
         return nchw(f"it feeds a {tail.kind.replace('_', ' ')} kernel, which reads its input as NCHW")
@@ -133,9 +128,22 @@ def _decide(node: OpNode, readers: list[Group], outputs: set[str], index: dict[s
     return ConvLayout(node.name, FORMATS[len(node.shape)], TRANSPOSED, tail.index, node.dtype == "float32")
 
 
-def threads_reading(specs: list[KernelSpec], conv: str | frozenset[str]) -> int:
-    """Threads the kernels that read ``conv`` (or any of these values) launch (the fewest of them)."""
-    read = {conv} if isinstance(conv, str) else conv
+def idles_in_order(tail: Group, index: dict[str, OpNode], read: frozenset[str]) -> str:
+    """Why reduction group ``tail`` reading ``read`` in channels-last order would leave most of the GPU idle where
+    it would fill it reading NCHW ("" where it would not). Few rows lying side by side (a global pool over a small
+    batch) take one block for 32 of them; the NCHW kernel splits its long rows across blocks. Raises Unsupported
+    where the group cannot read them in that order."""
+    ours = _threads_reading(reduction_tail(tail, index, "stitch_probe", read), read)
+    if ours >= FULL_GPU_THREADS // 2:
+        return ""
+    theirs = _threads_reading(reduction_kernels(tail, index, "stitch_probe"), read)
+    if theirs < FULL_GPU_THREADS // 2:
+        return ""
+    return f"in channels-last order its reduction would run {ours} threads, in NCHW {min(theirs, FULL_GPU_THREADS)}"
+
+
+def _threads_reading(specs: list[KernelSpec], read: frozenset[str]) -> int:
+    """Threads the kernels that read any of ``read`` launch (the fewest of them)."""
     return min((s.grid * s.block for s in specs if read & set(s.params)), default=0)
 
 

@@ -114,6 +114,7 @@ class _Writer:
             if index[out].dtype not in op_table.KERNEL_DTYPES:
                 raise Unsupported(f"output {out} is {index[out].dtype}")
         self.param_of = {leaf: f"in{k}" for k, leaf in enumerate(self.leaves)}
+        self.domain = 0  # elements a kernel of a thread per chunk covers (its largest output); 0 for the others
         self.em = emitter(index, self.members, lambda leaf: self.param_of[leaf])
         used_inside = {r for n in group.nodes for r in index[n].refs() if r in self.members}
         self.em.stored_only = {o for o in group.outputs if o not in used_inside}
@@ -306,10 +307,9 @@ class _Writer:
         block of its own that only the chunks inside it enter (its inputs are not read past its end)."""
         lines = []
         em = self.em
-        domain = getattr(self, "domain", 0)  # set by the kernels of a thread per chunk (not a staged pool's)
         for o_idx, out in enumerate(self.group.outputs):
             numel = self.index[out].numel
-            if numel < domain:
+            if numel < self.domain:
                 inside = f"c{k} < {numel}LL" + (f" && {guard}" if guard else "")
                 saved_memo, saved_loads = dict(em.memo), em.save_loads()
                 em.emit(f"if ({inside}) {{")
@@ -527,11 +527,15 @@ extern "C" __global__ void __launch_bounds__({STAGE_THREADS}) {name}({w.signatur
                             f"a block of {STAGE_THREADS} threads, the input span staged in shared memory"))
 
 
-def window_kernel(group: Group, index: dict[str, OpNode], name: str, staged: bool = True) -> KernelSpec:
+def window_kernel(group: Group, index: dict[str, OpNode], name: str, staged: bool = True,
+                  named: dict[str, OpNode] | None = None) -> KernelSpec:
     """Pooling (with the pointwise work before and after it): a thread per output element, neighbouring
     threads on neighbouring outputs, so each step of the window loop is one coalesced load across a warp
     (the windows' overlap is served by L1); the input is read once from memory, the output written once.
-    Long rows of a window along the last dim stage their span instead (``staged_window_kernel``)."""
+    Long rows of a window along the last dim stage their span instead (``staged_window_kernel``).
+    ``named``: the index whose shapes the note gives (the code's own, where ``index`` is rewritten in
+    channels-last order)."""
+    named = named or index
     if staged and _staged_pool(group, index) is not None:
         try:
             return staged_window_kernel(group, index, name)
@@ -540,6 +544,7 @@ def window_kernel(group: Group, index: dict[str, OpNode], name: str, staged: boo
     spec = pointwise_kernel(group, index, name, vec=1, per_thread=WINDOW_PER_THREAD, threads=WINDOW_THREADS)
     pools = [index[n] for n in group.nodes if op_table.classify(index[n].op, index[n].dtype) == "window"]
     spec.kind = "window"
-    spec.note = (", ".join(f"{op_table.short(p.op)} {list(index[p.refs()[0]].shape)} -> {list(p.shape)}" for p in pools)
+    spec.note = (", ".join(f"{op_table.short(p.op)} {list(named[p.refs()[0]].shape)} -> {list(named[p.name].shape)}"
+                           for p in pools)
                  + f"; {spec.note.replace('1-wide', 'a thread an output')}")
     return spec
