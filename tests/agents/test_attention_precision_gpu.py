@@ -171,8 +171,10 @@ def test_template_kernels_are_correct_in_half_precision(name, precision, verifie
 
 @pytest.mark.gpu
 @pytest.mark.timeout(900)
-def test_attention_whose_fused_call_misplaces_masked_nan_is_kept_as_written_and_passes(verifier, tmp_path):
+def test_attention_whose_fused_call_misplaces_masked_nan_never_runs_pytorchs_and_passes(verifier, tmp_path):
     outcome = fused("selection", "fp32", verifier, tmp_path)
-    assert outcome.attention is False and MASKED_NAN in outcome.message, outcome.message
-    assert "scaled_dot_product_attention" not in " ".join(outcome.candidate.library_calls)
-    assert MASKED_NAN in outcome.plan_text
+    # Our kernel keeps the NaN where the written code puts it, so it may run; PyTorch's fused call never may.
+    assert "scaled_dot_product_attention" not in " ".join(outcome.candidate.library_calls), outcome.message
+    ours = any("attention kernel of our own" in note for note in outcome.candidate.notes)
+    kept = outcome.attention is False and MASKED_NAN in outcome.message and MASKED_NAN in outcome.plan_text
+    assert ours or kept, (outcome.message, outcome.candidate.notes)
