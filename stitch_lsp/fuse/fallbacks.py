@@ -161,18 +161,29 @@ def attention_kernel_reason(candidate: Candidate, verdict: Verdict) -> str:
         return ""
     if not verdict.offerable and attention_fallback_reason(candidate, verdict) == MASKED_NAN:
         return ""
-    what = "the attention kernel of our own"
+    what = "the attention kernel of our own" if _fused_call_stands_in(candidate) else \
+        "the attention probabilities' kernel of our own"
     return _refused_or_slow(verdict, what) or _slower_than_compile(verdict, what, "")
+
+
+def _fused_call_stands_in(candidate: Candidate) -> bool:
+    """Whether the candidate's attention kernels stand for fused attention calls; else they are the probabilities'
+    kernels alone (``stitch_attention_probs_``), whose stand-in is the scores GEMM on cuBLAS and a softmax kernel."""
+    return any(name.startswith("stitch_attention_") and not name.startswith("stitch_attention_probs_")
+               for name in candidate.cuda_sources)
 
 
 def _attention_kernel_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,
                                settings: Settings, verifier: Any, cancel: CancelToken, report: Reporter,
                                why: str) -> None:
-    """Generate the candidate again with PyTorch's fused attention in place of the kernel of our own and
-    judge it; the outcome takes the one that passes, the faster when both do."""
+    """Generate the candidate again with PyTorch's fused attention (or, for the probabilities' kernel, the scores
+    GEMM on cuBLAS and a softmax kernel) in place of the kernel of our own and judge it; the outcome takes the one
+    that passes, the faster when both do."""
     task, outdir = outcome.task, Path(outcome.task_dir)
     first, first_verdict = outcome.candidate, outcome.verdict
-    report(ProgressEvent("generating", f"{why}; trying PyTorch's fused attention", 52))
+    alt = ("PyTorch's fused attention" if _fused_call_stands_in(first)
+           else "the scores GEMM on cuBLAS and a softmax kernel")
+    report(ProgressEvent("generating", f"{why}; trying {alt}", 52))
     cancel.raise_if_cancelled()
     mode = LIBRARY if outcome.attention is True else outcome.attention
     plan = make_plan(task, graph, device, gemm, layouts=conv_layouts, attention=bool(mode))
@@ -180,20 +191,20 @@ def _attention_kernel_fallback(outcome: FuseOutcome, graph: Any, device: DeviceI
     writer.gemm, writer.attention = gemm, mode  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)
     if not candidate.fuses_anything and first_verdict.offerable:
-        outcome.attention_fallback = f"{why[:1].upper()}{why[1:]}; with PyTorch's attention nothing is left to fuse"
+        outcome.attention_fallback = f"{why[:1].upper()}{why[1:]}; with {alt} nothing is left to fuse"
         return
-    verdict = judge(task, candidate, plan, verifier, cancel, report, "the candidate with PyTorch's fused attention")
+    verdict = judge(task, candidate, plan, verifier, cancel, report, f"the candidate with {alt}")
     if not verdict.offerable or (first_verdict.offerable and not _faster(verdict, first_verdict)):
         keep(outdir / "attention_library", candidate, verdict)
-        nor = (f"with PyTorch's fused attention the candidate did not pass either ({why_not_passed(verdict)}"
+        nor = (f"with {alt} the candidate did not pass either ({why_not_passed(verdict)}"
                if not verdict.offerable else
-               "with PyTorch's fused attention it was no faster (" + (speed_text(verdict.timing) or "not timed"))
+               f"with {alt} it was no faster (" + (speed_text(verdict.timing) or "not timed"))
         outcome.attention_fallback = f"{why[:1].upper()}{why[1:]}; {nor}; kept in {outdir / 'attention_library'})"
         return
     _adopt(outcome, outdir, plan, (first, first_verdict), (candidate, verdict), "attention_kernel",
-           f"attention runs as PyTorch's fused attention: {why}")
+           f"attention runs as {alt}: {why}")
     outcome.attention = mode
-    outcome.attention_fallback = f"PyTorch's fused attention: {why} (kept in {outdir / 'attention_kernel'})"
+    outcome.attention_fallback = f"{alt[:1].upper()}{alt[1:]}: {why} (kept in {outdir / 'attention_kernel'})"
 
 
 def _attention_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Callable
 
 from attrs import define, evolve, field
 
@@ -334,17 +334,11 @@ def _mask(g: _Graph, scores: str) -> tuple[str, bool, str, list[str]] | str:
     return kept, True, tri[1], [node.name]
 
 
-def _match_one(g: _Graph, bmm2: OpNode) -> tuple[dict, list[str]] | str | None:
-    """The attention ending at ``bmm2`` (probs @ v): the SDPA call's parts and the nodes it replaces; a
-    string says why a softmax-then-GEMM is not taken; None when this bmm is not attention at all."""
-    probs_flat, v_flat = g.ref(bmm2, 0), g.ref(bmm2, 1)
-    if probs_flat is None or v_flat is None or len(bmm2.shape) != 3:
-        return None
-    n, t, dv = bmm2.shape
-    s = g.index[v_flat].shape[1]
-    probs = g.four_d(probs_flat, (t, s), n)
-    if probs is None:
-        return None
+def _scores(g: _Graph, probs: str, n: int, t: int, s: int) -> dict | str | None:
+    """What the (batch, heads, t, s) probabilities ``probs`` are a softmax of, when that is
+    ``softmax(q @ kᵀ · scale [+ causal mask])``: q, k, the scale, the mask and the nodes in between (``interior``,
+    ``probs`` excluded); a string says why a softmax over a GEMM's scores is not taken; None when ``probs`` is no
+    such softmax."""
     soft = _softmax_input(g, probs)
     if soft is None:
         return None
@@ -365,8 +359,7 @@ def _match_one(g: _Graph, bmm2: OpNode) -> tuple[dict, list[str]] | str | None:
     d = g.index[g.ref(bmm1, 0)].shape[-1]
     q = g.four_d(g.ref(bmm1, 0), (t, d), n)
     kt = g.four_d(g.ref(bmm1, 1), (d, s), n)
-    v = g.four_d(v_flat, (s, dv), n)
-    if q is None or kt is None or v is None:
+    if q is None or kt is None:
         return "attention-like block not taken: q, k and v are not 4-D (batch, heads, sequence, head size) tensors"
     kt_node = g.index[kt]
     k = None
@@ -376,19 +369,45 @@ def _match_one(g: _Graph, bmm2: OpNode) -> tuple[dict, list[str]] | str | None:
         k = g.ref(kt_node)
     if k is None or tuple(g.index[k].shape) != (*g.index[q].shape[:2], s, d):
         return "attention-like block not taken: the scores GEMM does not read k transposed in its last two dimensions"
-    qs, vs = g.index[q].shape, g.index[v].shape
-    if tuple(vs[:2]) != tuple(qs[:2]) or causal and t != s:
+    if causal and t != s:
+        return "attention-like block not taken: q, k and v differ in batch or heads, or a causal mask is not square"
+    interior = (set(soft_nodes) | set(mask_nodes) | {unmasked} | set(chain)) - {probs}
+    return {"q": q, "k": k, "causal": causal, "scale": scale, "mask": mask_from, "interior": interior}
+
+
+def _read_outside(g: _Graph, interior: set[str], also: tuple[str, ...] = ()) -> bool:
+    """Whether a value inside a block is returned or read by a node outside it (other than ``also``)."""
+    outputs = set(g.graph.outputs)
+    return any(name in outputs or any(u not in interior and u not in also for u in g.users.get(name, []))
+               for name in interior)
+
+
+def _match_one(g: _Graph, bmm2: OpNode) -> tuple[dict, list[str]] | str | None:
+    """The attention ending at ``bmm2`` (probs @ v): the SDPA call's parts and the nodes it replaces; a
+    string says why a softmax-then-GEMM is not taken; None when this bmm is not attention at all."""
+    probs_flat, v_flat = g.ref(bmm2, 0), g.ref(bmm2, 1)
+    if probs_flat is None or v_flat is None or len(bmm2.shape) != 3:
+        return None
+    n, t, dv = bmm2.shape
+    s = g.index[v_flat].shape[1]
+    probs = g.four_d(probs_flat, (t, s), n)
+    if probs is None:
+        return None
+    parts = _scores(g, probs, n, t, s)
+    if parts is None or isinstance(parts, str):
+        return parts
+    v = g.four_d(v_flat, (s, dv), n)
+    if v is None:
+        return "attention-like block not taken: q, k and v are not 4-D (batch, heads, sequence, head size) tensors"
+    qs, vs = g.index[parts["q"]].shape, g.index[v].shape
+    if tuple(vs[:2]) != tuple(qs[:2]):
         return "attention-like block not taken: q, k and v differ in batch or heads, or a causal mask is not square"
     # Interior values must be read only inside the block (attention weights that are also returned stay).
     probs_chain = g.same_tensor_chain(probs_flat)
-    interior = set(probs_chain[: probs_chain.index(probs) + 1]) | set(soft_nodes) | set(mask_nodes)
-    interior |= {unmasked} | set(chain)
-    outputs = set(g.graph.outputs)
-    for name in interior:
-        if name in outputs or any(u not in interior and u != bmm2.name for u in g.users.get(name, [])):
-            return "attention-like block not taken: its scores or probabilities are also read elsewhere"
-    parts = {"q": q, "k": k, "v": v, "causal": causal, "scale": scale, "mask": mask_from,
-             "dtype": bmm2.dtype, "shape": (*qs[:3], vs[3])}
+    interior = set(probs_chain[: probs_chain.index(probs) + 1]) | parts.pop("interior")
+    if _read_outside(g, interior, (bmm2.name,)):
+        return "attention-like block not taken: its scores or probabilities are also read elsewhere"
+    parts.update(v=v, dtype=bmm2.dtype, shape=(*qs[:3], vs[3]))
     return parts, sorted(interior | {bmm2.name}, key=list(g.index).index)
 
 
@@ -447,6 +466,44 @@ def fold_attention(graph: OpGraph) -> tuple[OpGraph, list[AttentionMatch], list[
         else:
             nodes.append(n)
     return _without_dead(evolve(graph, nodes=nodes)), matches, misses
+
+
+PROBS = "stitch.attention_probs"
+
+
+def fold_attention_probs(graph: OpGraph, takes: Callable[[OpNode, OpGraph], bool]) -> tuple[OpGraph, list[str]]:
+    """``graph`` with each ``softmax(q @ kᵀ · scale [+ causal mask])`` whose probabilities are not read by a
+    second GEMM that ``fold_attention`` took (they are returned, as in nanoGPT's attention cut before ``@ v``,
+    or read besides) as one ``stitch.attention_probs`` node (args q, k, causal; kwarg scale), where ``takes``
+    (the Coder's kernel) accepts it; and the descriptions of those taken. The node keeps the probabilities'
+    name, so their readers read it. Exactness is the written code's: the same scores, mask and softmax,
+    computed in fp32, the masked entries exactly 0."""
+    g = _Graph(graph)
+    replaced: dict[str, OpNode] = {}
+    folded: set[str] = set()
+    taken: list[str] = []
+    for node in reversed(graph.nodes):
+        if node.name in folded or len(node.shape) != 4:
+            continue
+        b, h, t, s = node.shape
+        parts = _scores(g, node.name, b * h, t, s)
+        if not isinstance(parts, dict) or _read_outside(g, parts["interior"], (node.name,)):
+            continue
+        q = g.index[parts["q"]]
+        probs = evolve(node, op=PROBS, args_json=json.dumps([{"$": parts["q"]}, {"$": parts["k"]}, parts["causal"]]),
+                       kwargs_json=json.dumps({"scale": parts["scale"]}))
+        if tuple(q.shape[:2]) != (b, h) or not takes(probs, graph):
+            continue
+        replaced[node.name] = probs
+        folded |= parts["interior"]
+        mask = f", causal mask ({parts['mask']})" if parts["causal"] else ""
+        taken.append(f"attention probabilities {b}x{h} heads, {t} queries x {s} keys, head size {q.shape[3]}: "
+                     f"scores GEMM, scale {_hint(parts['scale']):.6g}{mask}, softmax -> one kernel that reads q and "
+                     f"k and writes the probabilities once")
+    if not replaced:
+        return graph, []
+    nodes = [replaced.get(n.name, n) for n in graph.nodes]
+    return _without_dead(evolve(graph, nodes=nodes)), list(reversed(taken))
 
 
 def _shape_arg(node: OpNode) -> list[Any]:

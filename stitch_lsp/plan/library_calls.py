@@ -32,6 +32,7 @@ POOL_OPS = {
 ATTENTION_OPS = {
     "aten.scaled_dot_product_attention.default", "aten._scaled_dot_product_efficient_attention.default",
     "aten._scaled_dot_product_flash_attention.default", "aten._scaled_dot_product_cudnn_attention.default",
+    "stitch.attention_probs",  # softmax(q·kᵀ·scale [+ causal mask]) alone: the template Coder's kernel (plan.attention)
 }
 # Random numbers: PyTorch's own kernel draws them, so a candidate's are eager's (same generator, same order).
 RANDOM_OPS = {"aten.native_dropout.default", "aten.bernoulli.p", "aten.bernoulli.default", "aten.rand_like.default",

@@ -10,6 +10,8 @@ import subprocess
 import pytest
 
 from stitch_lsp.coders.template.attention.kernel import attention_kernel, query_rows
+from stitch_lsp.coders.template.attention.probs_kernel import probs_kernel
+from stitch_lsp.plan.attention import PROBS
 from stitch_lsp.coders.template.emitter import Unsupported
 from stitch_lsp.coders import ATTENTION_LIBRARY as LIBRARY
 from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode
@@ -80,6 +82,43 @@ def test_every_variant_compiles_with_nvcc_without_spilling(variant, tmp_path):
     graph = sdpa_graph(**variant)
     spec = attention_kernel(graph.nodes[0], graph.index(), "stitch_attention_t", written=True)
     path = tmp_path / "attention.cu"
+    path.write_text(spec.source)
+    out = subprocess.run([nvcc, "-arch=sm_90", "-c", "-Xptxas", "-v", "-o", str(tmp_path / "a.o"), str(path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "0 bytes spill stores" in out.stderr, out.stderr[-2000:]
+
+
+PROBS_VARIANTS = [dict(), dict(dtype="bfloat16"), dict(d=128, tq=1024, h=12), dict(tq=100, tk=302, d=32, causal=False),
+                  dict(tq=77, d=80, dtype="float16")]
+
+
+def probs_graph(b=2, h=4, tq=256, tk=None, d=64, dtype="float32", causal=True, scale=0.125):
+    tk = tk or tq
+    inputs = [GraphInput(name="q", shape=(b, h, tq, d), dtype=dtype, role="input", index=0),
+              GraphInput(name="k", shape=(b, h, tk, d), dtype=dtype, role="input", index=1)]
+    node = OpNode(name="att", op=PROBS, args_json=json.dumps([{"$": "q"}, {"$": "k"}, causal]),
+                  kwargs_json=json.dumps({"scale": scale}), shape=(b, h, tq, tk), dtype=dtype)
+    return OpGraph(inputs=inputs, nodes=[node], outputs=["att"])
+
+
+def test_the_probabilities_kernel_refuses_what_it_cannot_write_and_says_why():
+    for change, why in [({"d": 62}, "head size"), ({"dtype": "float64"}, "float64"),
+                        ({"tk": 100}, "shape")]:  # causal over 256 queries and 100 keys: not a square mask
+        graph = probs_graph(**change)
+        with pytest.raises(Unsupported, match=why):
+            probs_kernel(graph.nodes[0], graph.index(), "k", graph)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("variant", PROBS_VARIANTS, ids=[json.dumps(v) for v in PROBS_VARIANTS])
+def test_every_probabilities_variant_compiles_with_nvcc_without_spilling(variant, tmp_path):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH")
+    graph = probs_graph(**variant)
+    spec = probs_kernel(graph.nodes[0], graph.index(), "stitch_attention_probs_t", graph)
+    path = tmp_path / "probs.cu"
     path.write_text(spec.source)
     out = subprocess.run([nvcc, "-arch=sm_90", "-c", "-Xptxas", "-v", "-o", str(tmp_path / "a.o"), str(path)],
                          capture_output=True, text=True, timeout=300)

@@ -16,7 +16,7 @@ from typing import Callable
 
 from stitch_lsp.coders import ATTENTION_LIBRARY as LIBRARY
 from stitch_lsp.plan import library_calls
-from stitch_lsp.plan.attention import SDPA
+from stitch_lsp.plan.attention import PROBS, SDPA
 from stitch_lsp.plan.fusion import Group
 from stitch_lsp.op_graph import OpGraph, OpNode
 
@@ -34,9 +34,12 @@ def _attention(group: Group, index: dict[str, OpNode], graph: OpGraph, written: 
     """The attention kernel of our own (``attention.kernel``) where it takes the call; else PyTorch's.
     ``written``: attention nodes folded from hand-written code, whose NaN / Inf the kernel keeps."""
     from stitch_lsp.coders.template.attention.kernel import attention_kernel
+    from stitch_lsp.coders.template.attention.probs_kernel import probs_kernel
     from stitch_lsp.coders.template.emitter import Unsupported
 
     node = library_op(group, index)
+    if node.op == PROBS:  # folded only where the kernel takes it (``lower``): no library call stands for it
+        return probs_kernel(node, index, f"stitch_attention_probs_{node.name}", graph)
     if node.op != SDPA:
         return None
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from attrs import define, field
 
 from stitch_lsp.plan import library_calls, op_table
-from stitch_lsp.plan.attention import fold_attention
+from stitch_lsp.plan.attention import fold_attention, fold_attention_probs
 from stitch_lsp.plan.fusion import Group, simplify, split, split_tail, split_windows
 from stitch_lsp.coders.template.conv_chain import chain_kernel, layout_plan
 from stitch_lsp.coders.template.conv_tail import input_kernel, reduction_tail, tail_kernel, transpose_kernel
@@ -17,6 +17,7 @@ from stitch_lsp.coders.template.reductions import reduction_kernels
 from stitch_lsp.coders.template.scan_kernel import scan_kernel
 from stitch_lsp.coders.template.size_split import split_by_size
 from stitch_lsp.coders.template.library_call import describe as describe_library, lower_library
+from stitch_lsp.coders.template.attention.probs_kernel import takes as probs_takes
 from stitch_lsp.coders.template.conv_bias import split_conv_bias
 from stitch_lsp.coders.template.library_epilogue import fold_library_epilogues
 from stitch_lsp.op_graph import OpGraph
@@ -135,15 +136,17 @@ def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
     folded as the options say, split into groups, with each convolution's layout; and the graph's index."""
     source = graph
     graph = simplify(graph)
-    taken = []
+    taken, probs = [], []
     if attention:
         graph, taken, _ = fold_attention(graph)
+    if attention is True:  # not when attention is left to the library (the attention kernel's fallback)
+        graph, probs = fold_attention_probs(graph, probs_takes)
     graph, _ = fuse_gemms(graph, gemm.choose)
     graph, folded = fold_library_epilogues(graph)
     graph, moved = split_conv_bias(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in taken] + list(folded) + moved,
+    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in taken] + probs + list(folded) + moved,
                              library_fusions=folded, pattern_calls=[m.describe() for m in taken],
                              written_attention=[m.node for m in taken],
                              source_graph=source, gemm_mode=gemm.mode,

@@ -64,6 +64,32 @@ def _read_in_place(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return len(strides) == 4 and strides[3] == 1 and all(s % 4 == 0 or d == 1 for s, d in zip(strides[:3], shape))
 
 
+class Operands:
+    """Where the kernel reads q, k and v (or q and k): each in place through its views where ``view_layout``
+    finds its base and its rows are contiguous (``in_place``: ref -> (base, element offset, strides)), else
+    row-major as the binding passes it; with forward's own inputs at the strides they were traced with."""
+
+    def __init__(self, refs: list[str], index: dict[str, OpNode], graph: OpGraph | None) -> None:
+        self.index = index
+        self.in_place: dict[str, tuple[str, int, tuple[int, ...]]] = {}
+        for ref in refs if graph is not None else ():
+            base, offset, st = in_place_layout(ref, index, graph)
+            if (base != ref or st != tuple(contiguous_strides(index[ref].shape))) and offset % 4 == 0 \
+                    and _read_in_place(index[ref].shape, st):
+                self.in_place[ref] = (base, offset, st)
+        traced = {i.name: tuple(i.strides) for i in graph.inputs if i.strides} if graph is not None else {}
+        self.bases = [self.in_place[r][0] if r in self.in_place else r for r in refs]
+        self.strided = {b: list(traced[b]) for b in self.bases if b in traced}
+
+    def layout(self, ref: str, rows: int, width: int) -> str:
+        """The element offset, then the elements between batches, heads and rows, as the kernel's C array."""
+        if ref in self.in_place:
+            _, offset, st = self.in_place[ref]
+            return ", ".join(map(str, (offset, *st[:3])))
+        heads = self.index[ref].shape[1]
+        return ", ".join(map(str, (0, heads * rows * width, rows * width, width)))
+
+
 def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGraph | None = None,
                      written: bool = False) -> KernelSpec:
     """The kernel for one ``scaled_dot_product_attention`` node; ``Unsupported`` says why not. With the
@@ -113,20 +139,8 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: O
         raise Unsupported("too many query tiles for one launch")
     shared = shared_bytes(rows, d, dv)
     ctype = _c_type(node.dtype)
-    in_place: dict[str, tuple[str, int, tuple[int, ...]]] = {}
-    for ref in refs if graph is not None else ():
-        base, offset, st = in_place_layout(ref, index, graph)
-        if (base != ref or st != tuple(contiguous_strides(index[ref].shape))) and offset % 4 == 0 \
-                and _read_in_place(index[ref].shape, st):
-            in_place[ref] = (base, offset, st)
-    traced = {i.name: tuple(i.strides) for i in graph.inputs if i.strides} if graph is not None else {}
-
-    def layout(ref: str, rows_: int, width: int) -> str:
-        # The element offset, then the elements between batches, heads and rows of q, k or v.
-        if ref in in_place:
-            _, offset, st = in_place[ref]
-            return ", ".join(map(str, (offset, *st[:3])))
-        return ", ".join(map(str, (0, h * rows_ * width, rows_ * width, width)))
+    operands = Operands(refs, index, graph)
+    layout = operands.layout
     source = PREAMBLE + _SOURCE.format(name=name, T=ctype, TQ=tq, TK=tk, D=d, DV=dv, ROWS=rows, TILES=tiles,
                                        CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
                                        KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
@@ -134,7 +148,7 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: O
                                        VS=layout(refs[2], tk, dv), LEAK="true" if written and causal else "false")
     out = node.name
     flops = 2 * heads * tq * tk * (d + dv) // (2 if causal else 1)
-    read = [n for r, n in zip(refs, "qkv") if r in in_place]
+    read = [n for r, n in zip(refs, "qkv") if r in operands.in_place]
     note = (f"attention kernel of our own: {b}x{h} heads, {tq} queries x {tk} keys, head size {d}"
             f"{'' if dv == d else f' (values {dv})'}, scale {scale:.6g}{', causal' if causal else ''}, "
             f"{node.dtype} in, fp32 softmax and products; {rows} query rows a block, {heads * tiles} blocks "
@@ -144,10 +158,9 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: O
     if written and causal:
         note += "; NaN or Inf in v at a masked key reaches the row, as in the written code"
     moved = sum(t.numel * (4 if t.dtype == "float32" else 2) for t in (q, k, v, node))
-    bases = [in_place[r][0] if r in in_place else r for r in refs]
-    return KernelSpec(name=name, source=source, kind="attention", params=[*bases, out],
+    return KernelSpec(name=name, source=source, kind="attention", params=[*operands.bases, out],
                       outputs=[out], grid=heads * tiles, block=THREADS, note=note, bytes_moved=moved, shared=shared,
-                      strided={b: list(traced[b]) for b in bases if b in traced})
+                      strided=operands.strided)
 
 
 # One block: ROWS query rows of one (batch, head). Shapes are the task's: every bound is a constant.
