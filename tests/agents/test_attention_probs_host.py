@@ -96,11 +96,23 @@ def probs_kernels(program):
     return [k for k in program.kernels if k.name.startswith("stitch_attention_probs_")]
 
 
+def two_passes(monkeypatch):
+    """The kernel for keys too many to hold: two passes over them, the scores computed twice."""
+    from stitch_lsp.coders.template.attention import probs_kernel
+
+    monkeypatch.setattr(probs_kernel, "ONE_PASS_SCORES", 0)
+
+
+@pytest.mark.parametrize("passes", [1, 2])
 @pytest.mark.parametrize("dtype", ["torch.float32", "torch.bfloat16"])
-def test_causal_probabilities_are_one_kernel_reading_q_and_k_in_place_and_match_eager(dtype, tmp_path, monkeypatch):
+def test_causal_probabilities_are_one_kernel_reading_q_and_k_in_place_and_match_eager(dtype, passes, tmp_path,
+                                                                                      monkeypatch):
+    if passes == 2:
+        two_passes(monkeypatch)
     source = CAUSAL.replace("DTYPE", dtype)
     program = lowered(source)
     (kernel,) = probs_kernels(program)
+    assert ("one pass" in kernel.note) == (passes == 1), kernel.note
     # No GEMM, no copy of q or k, no softmax kernel: the probabilities' one kernel is the whole program.
     index = program.graph.index()
     torch_ops = {index[n].op for s in program.steps if s.kernel is None for n in s.nodes}
@@ -112,10 +124,13 @@ def test_causal_probabilities_are_one_kernel_reading_q_and_k_in_place_and_match_
                              tmp_path)
 
 
-def test_a_nan_in_a_key_reaches_only_the_rows_that_keep_that_key(tmp_path, monkeypatch):
+@pytest.mark.parametrize("passes", [1, 2])
+def test_a_nan_in_a_key_reaches_only_the_rows_that_keep_that_key(passes, tmp_path, monkeypatch):
     from stitch_lsp.coders.template.program import program_data
     from stitch_lsp.worker.verify.compare import compare
 
+    if passes == 2:
+        two_passes(monkeypatch)
     source = CAUSAL.replace("DTYPE", "torch.float32")
     program = lowered(source)
     monkeypatch.setattr(host, "_driver", rows._driver)
@@ -133,7 +148,10 @@ def test_a_nan_in_a_key_reaches_only_the_rows_that_keep_that_key(tmp_path, monke
     assert compare(want, got).passed
 
 
-def test_cross_attention_weights_with_rows_not_whole_stores_match_eager(tmp_path, monkeypatch):
+@pytest.mark.parametrize("passes", [1, 2])
+def test_cross_attention_weights_with_rows_not_whole_stores_match_eager(passes, tmp_path, monkeypatch):
+    if passes == 2:
+        two_passes(monkeypatch)
     program = lowered(CROSS)
     (kernel,) = probs_kernels(program)
     assert "20 queries x 90 keys" in kernel.note and "causal" not in kernel.note

@@ -33,9 +33,22 @@ _DTYPES = ("float32", "bfloat16", "float16")
 _LOG2E = 1.4426950408889634
 
 
-def shared_bytes(rows: int, d: int) -> int:
-    """A block's queries, a tile of keys (rows padded by 4 floats: distinct banks for a row group's 16
-    threads), and a tile of probabilities staged for the store."""
+ONE_PASS_SHARED = 160 * 1024  # bytes: a block's queries and all its keys, within Hopper's 227 KB a block
+ONE_PASS_SCORES = 64  # scores a thread may hold in registers (its rows x a row's keys / 16) without spilling
+
+
+def one_pass(rows: int, tk: int, d: int) -> bool:
+    """Whether a block holds every key of its head in shared memory and a row's scores in registers (its 16
+    threads, a sixteenth each): then the keys are read once and the scores computed once."""
+    return (rows // 8) * -(-tk // 16) <= ONE_PASS_SCORES and shared_bytes(rows, tk, d) <= ONE_PASS_SHARED
+
+
+def shared_bytes(rows: int, tk: int, d: int, single: bool = True) -> int:
+    """One pass: a block's queries and all keys (rounded up to 16; rows padded by 4 floats, so that a row
+    group's 16 threads read distinct banks). Two passes: its queries, a tile of keys and a tile of
+    probabilities staged for the store."""
+    if single:
+        return 4 * (rows * d + 16 * -(-tk // 16) * (d + 4))
     return 4 * (rows * d + KEYS * (d + 4) + rows * (KEYS + 4))
 
 
@@ -75,17 +88,20 @@ def probs_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGra
     tiles = -(-tq // rows)
     if heads * tiles >= 2 ** 31 or heads * tq * tk >= 2 ** 62:
         raise Unsupported("too many query tiles for one launch")
-    shared = shared_bytes(rows, d)
+    single = one_pass(rows, tk, d)
+    shared = shared_bytes(rows, tk, d, single)
     operands = Operands(refs, index, graph)
     source = PREAMBLE + _SOURCE.format(name=name, T=_c_type(node.dtype), TQ=tq, TK=tk, D=d, ROWS=rows, TILES=tiles,
                                        CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
                                        KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
+                                       ONE_PASS="true" if single else "false",
                                        QS=operands.layout(refs[0], tq, d), KS=operands.layout(refs[1], tk, d))
-    flops = 2 * 2 * heads * tq * tk * d // (2 if causal else 1)
+    flops = (1 if single else 2) * 2 * heads * tq * tk * d // (2 if causal else 1)
+    how = ("one pass: each block holds its head's keys in shared memory and a row's scores in registers"
+           if single else "two passes over the keys, the scores computed twice")
     note = (f"attention probabilities, a kernel of our own: {b}x{h} heads, {tq} queries x {tk} keys, head size {d}, "
             f"scale {scale:.6g}{', causal' if causal else ''}, {node.dtype} in and out, fp32 scores and softmax; "
-            f"{rows} query rows a block, {heads * tiles} blocks; the scores are computed twice "
-            f"({flops / 1e6:.0f} MFLOP) and never written")
+            f"{rows} query rows a block, {heads * tiles} blocks; {how} ({flops / 1e6:.0f} MFLOP), never written")
     read = [n for r, n in zip(refs, "qk") if r in operands.in_place]
     if read:
         note += f"; reads {' and '.join(read)} in place through their views (no copy first)"
@@ -126,11 +142,71 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
     *reinterpret_cast<float4*>(qs + i) = make_float4(x[0], x[1], x[2], x[3]);
   }}
 
+  const int kend = CAUSAL ? min(TK, q0 + ROWS) : TK;
+  if constexpr ({ONE_PASS}) {{
+    // Every key the block's rows keep, in shared memory at once (one round of loads), then each thread's scores
+    // for keys tc + 16 j in registers: the keys are read and the scores computed once.
+    constexpr int NJ = (TK + 15) / 16;
+    const int kr = min(16 * NJ, (kend + 15) / 16 * 16);
+    for (int i = tid * 4; i < kr * D; i += {THREADS} * 4) {{
+      const int r = i / D, c = i % D;
+      float x[4] = {{0.f, 0.f, 0.f, 0.f}};
+      if (r < TK) stitch_ldv<4>(kh + (long long)r * KB[3] + c, x);
+      *reinterpret_cast<float4*>(qs + ROWS * D + r * KD + c) = make_float4(x[0], x[1], x[2], x[3]);
+    }}
+    __syncthreads();
+    const float* kall = qs + ROWS * D;
+    float s[R][NJ];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) s[r][j] = 0.f;
+#pragma unroll 4
+    for (int d = 0; d < D; d += 4) {{
+      float4 qv[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) qv[r] = *reinterpret_cast<const float4*>(qs + (tr * R + r) * D + d);
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {{
+        if (16 * j >= kend) continue;   // past every kept key of the block (the same for its 128 threads)
+        const float4 kv = *reinterpret_cast<const float4*>(kall + (tc + 16 * j) * KD + d);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          s[r][j] = fmaf(qv[r].x, kv.x, fmaf(qv[r].y, kv.y, fmaf(qv[r].z, kv.z, fmaf(qv[r].w, kv.w, s[r][j]))));
+      }}
+    }}
+#pragma unroll
+    for (int r = 0; r < R; ++r) {{
+      const int row = q0 + tr * R + r;
+      float mx = NEG_INF;
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {{
+        const int key = tc + 16 * j;
+        s[r][j] = key < TK && (!CAUSAL || key <= row) ? s[r][j] * SCALE : NEG_INF;
+        mx = fmaxf(mx, s[r][j]);
+      }}
+#pragma unroll
+      for (int o = 8; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) sum += exp2f(s[r][j] - mx);   // NaN or +Inf among the scores: a NaN sum
+#pragma unroll
+      for (int o = 8; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (row >= TQ) continue;
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {{
+        const int key = tc + 16 * j;   // a row's 16 threads store 16 adjacent keys
+        const float p = exp2f(s[r][j] - mx) / sum;
+        if (key < TK) stitch_stv<1>(oh + (long long)row * TK + key, &p);
+      }}
+    }}
+    return;
+  }}
+
   float m[R], l[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {{ m[r] = NEG_INF; l[r] = 0.f; }}
   float s[R][4];
-  const int kend = CAUSAL ? min(TK, q0 + ROWS) : TK;
 
   // s[r][j]: the base-2 score of row tr * R + r and key k0 + tc + 16 j, -inf where masked.
   auto scores = [&](int k0) {{
