@@ -15,33 +15,10 @@ from stitch_lsp.fuse.service import fuse_task
 from stitch_lsp.pipeline import Task
 from stitch_lsp.settings import Settings
 from stitch_lsp.task.precision import cast_source
+from tests.agents.test_attention_probs_host import causal
 
-SOURCE = '''
-import math
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-class Model(nn.Module):
-    def __init__(self, max_len):
-        super().__init__()
-        self.register_buffer("bias", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
-        self.attn_dropout = nn.Dropout(0.1)
-
-    def forward(self, q, k):
-        T = q.size(-2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
-        att = F.softmax(att, dim=-1)
-        return self.attn_dropout(att)
-
-def get_inputs():
-    qkv = torch.randn(2, 256, 3, 4, 64)
-    return [qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)]
-
-def get_init_inputs():
-    return [256]
-'''
+# nanoGPT's sizes: 2 sequences of 256, 4 heads of 64.
+SOURCE = causal("torch.float32", b=2, t=256, h=4, d=64, max_len=256)
 
 
 @pytest.mark.gpu

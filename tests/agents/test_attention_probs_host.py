@@ -29,7 +29,7 @@ import torch.nn.functional as F
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.register_buffer("bias", torch.tril(torch.ones(80, 80)).view(1, 1, 80, 80))
+        self.register_buffer("bias", torch.tril(torch.ones({max_len}, {max_len})).view(1, 1, {max_len}, {max_len}))
         self.attn_dropout = nn.Dropout(0.1)
 
     def forward(self, q, k):
@@ -40,7 +40,7 @@ class Model(nn.Module):
         return self.attn_dropout(att)
 
 def get_inputs():
-    qkv = torch.randn(2, 70, 3, 2, 16).to(DTYPE)
+    qkv = torch.randn({b}, {t}, 3, {h}, {d}).to({dtype})
     return [qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)]
 
 def get_init_inputs():
@@ -49,6 +49,13 @@ def get_init_inputs():
 
 # Cross attention's weights: 20 queries over 90 keys (rows of 90 are not whole 16-byte stores), no mask, the
 # scale written as a division.
+
+
+def causal(dtype: str, b: int = 2, t: int = 70, h: int = 2, d: int = 16, max_len: int = 80) -> str:
+    """The causal module's source at these sizes (B sequences of T, H heads of D) and dtype ("torch.float32")."""
+    return CAUSAL.format(dtype=dtype, max_len=max_len, b=b, t=t, h=h, d=d)
+
+
 CROSS = '''
 import math
 import torch
@@ -109,7 +116,7 @@ def test_causal_probabilities_are_one_kernel_reading_q_and_k_in_place_and_match_
                                                                                       monkeypatch):
     if passes == 2:
         two_passes(monkeypatch)
-    source = CAUSAL.replace("DTYPE", dtype)
+    source = causal(dtype)
     program = lowered(source)
     (kernel,) = probs_kernels(program)
     assert ("one pass" in kernel.note) == (passes == 1), kernel.note
@@ -131,7 +138,7 @@ def test_a_nan_in_a_key_reaches_only_the_rows_that_keep_that_key(passes, tmp_pat
 
     if passes == 2:
         two_passes(monkeypatch)
-    source = CAUSAL.replace("DTYPE", "torch.float32")
+    source = causal("torch.float32")
     program = lowered(source)
     monkeypatch.setattr(host, "_driver", rows._driver)
     ns: dict = {}
@@ -169,7 +176,7 @@ def test_attention_that_returns_its_weights_keeps_the_second_gemm_reading_them(t
 
 def test_with_attention_left_to_the_library_the_scores_gemm_and_softmax_stay():
     """The attention kernel's fallback generates the candidate again this way, to time it against the kernel."""
-    program = lowered(CAUSAL.replace("DTYPE", "torch.float32"), attention=ATTENTION_LIBRARY)
+    program = lowered(causal("torch.float32"), attention=ATTENTION_LIBRARY)
     assert not probs_kernels(program)
     assert any(k.kind == "row_reduction" for k in program.kernels)
 

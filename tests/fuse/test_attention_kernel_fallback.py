@@ -37,16 +37,23 @@ def get_init_inputs():
 """
 
 
-@pytest.fixture(autouse=True)
-def traced_here(monkeypatch):
-    reply = trace_handler.trace_task(SOURCE)
+def traced(monkeypatch, source: str) -> None:
+    """The fuse service traces ``source`` once, here, whatever it is asked."""
+    reply = trace_handler.trace_task(source)
     assert reply.ok, reply.message
     monkeypatch.setattr(fuse_service, "trace", lambda *a, **k: reply)
 
 
-def fuse(tmp_path, ours, library):
+@pytest.fixture(autouse=True)
+def traced_here(monkeypatch):
+    traced(monkeypatch, SOURCE)
+
+
+def fuse(tmp_path, ours, library, source: str = SOURCE):
+    """Fused with a stand-in Verifier that answers ``ours`` for a candidate with an attention kernel of our own,
+    ``library`` for the other; and the candidates it saw."""
     verifier = SplitVerifier(uses_attention_kernel, ours, library)
-    task = Task(name="attention", source=SOURCE, origin_path="model.py")
+    task = Task(name="attention", source=source, origin_path="model.py")
     outcome = fuse_task(task, Settings(), verifier=verifier, workdir=tmp_path,
                         edit_namer=lambda _o: ("stitch_kernels/fused_attention.py", "fused_attention"))
     return outcome, verifier.seen

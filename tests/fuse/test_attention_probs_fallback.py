@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.fuse import service as fuse_service
 from stitch_lsp.fuse.fallbacks import uses_attention_kernel
-from stitch_lsp.fuse.service import fuse_task
-from stitch_lsp.pipeline import Task
-from stitch_lsp.settings import Settings
-from tests.llm.verifiers import SplitVerifier, behind_compile, correct
-
-trace_handler = pytest.importorskip("stitch_lsp.worker.trace_handler")
+from tests.fuse.test_attention_kernel_fallback import fuse as fuse_with, traced
+from tests.llm.verifiers import behind_compile, correct
 
 # nanoGPT's manual attention selected up to the softmax.
 SOURCE = """
@@ -43,16 +38,11 @@ def get_init_inputs():
 
 @pytest.fixture(autouse=True)
 def traced_here(monkeypatch):
-    reply = trace_handler.trace_task(SOURCE)
-    assert reply.ok, reply.message
-    monkeypatch.setattr(fuse_service, "trace", lambda *a, **k: reply)
+    traced(monkeypatch, SOURCE)
 
 
 def fuse(tmp_path, ours, library):
-    verifier = SplitVerifier(uses_attention_kernel, ours, library)
-    outcome = fuse_task(Task(name="probs", source=SOURCE, origin_path="model.py"), Settings(), verifier=verifier,
-                        workdir=tmp_path, edit_namer=lambda _o: ("stitch_kernels/fused_probs.py", "fused_probs"))
-    return outcome, verifier.seen
+    return fuse_with(tmp_path, ours, library, SOURCE)
 
 
 def test_the_probabilities_kernel_is_offered_when_it_is_the_faster(tmp_path):

@@ -141,11 +141,12 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: O
     ctype = _c_type(node.dtype)
     operands = Operands(refs, index, graph)
     layout = operands.layout
-    source = PREAMBLE + _SOURCE.format(name=name, T=ctype, TQ=tq, TK=tk, D=d, DV=dv, ROWS=rows, TILES=tiles,
-                                       CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
-                                       KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
-                                       QS=layout(refs[0], tq, d), KS=layout(refs[1], tk, d),
-                                       VS=layout(refs[2], tk, dv), LEAK="true" if written and causal else "false")
+    source = PREAMBLE + TILE_HELPERS + _SOURCE.format(
+        name=name, T=ctype, TQ=tq, TK=tk, D=d, DV=dv, ROWS=rows, TILES=tiles,
+        CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
+        KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
+        QS=layout(refs[0], tq, d), KS=layout(refs[1], tk, d),
+        VS=layout(refs[2], tk, dv), LEAK="true" if written and causal else "false")
     out = node.name
     flops = 2 * heads * tq * tk * (d + dv) // (2 if causal else 1)
     read = [n for r, n in zip(refs, "qkv") if r in operands.in_place]
@@ -163,10 +164,50 @@ def attention_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: O
                       strided=operands.strided)
 
 
+# Device helpers both attention kernels share (plain CUDA, not a format string).
+TILE_HELPERS = r"""
+// Rows first .. first + n of a (rows, W) operand at `stride` elements a row (zeros from row `limit` on) into
+// shared memory at W + PAD floats a row, 4 elements a thread at a time.
+template <typename T, int W, int PAD, int THREADS>
+__device__ __forceinline__ void stitch_load_rows(const T* __restrict__ src, long long stride, int first, int n,
+                  int limit, float* dst, int tid) {
+  for (int i = tid * 4; i < n * W; i += THREADS * 4) {
+    const int r = i / W, c = i % W;
+    float x[4] = {0.f, 0.f, 0.f, 0.f};
+    if (first + r < limit) stitch_ldv<4>(src + (long long)(first + r) * stride + c, x);
+    *reinterpret_cast<float4*>(dst + r * (W + PAD) + c) = make_float4(x[0], x[1], x[2], x[3]);
+  }
+}
+
+// The unscaled scores of a thread's R query rows (row group tr, D floats a row in qs) and its 4 keys of a tile
+// (tc + 16 j, KD floats a row in ks), in fp32 products.
+template <int R, int D, int KD>
+__device__ __forceinline__ void stitch_tile_scores(const float* qs, const float* ks, int tr, int tc, float (&s)[R][4]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[r][j] = 0.f;
+#pragma unroll
+  for (int d = 0; d < D; d += 4) {
+    float4 kv[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(ks + (tc + 16 * j) * KD + d);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float4 qv = *reinterpret_cast<const float4*>(qs + (tr * R + r) * D + d);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        s[r][j] = fmaf(qv.x, kv[j].x, fmaf(qv.y, kv[j].y, fmaf(qv.z, kv[j].z, fmaf(qv.w, kv[j].w, s[r][j]))));
+    }
+  }
+}
+"""
+
+
 # One block: ROWS query rows of one (batch, head). Shapes are the task's: every bound is a constant.
 _SOURCE = r"""
 extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __restrict__ q, const {T}* __restrict__ k,
-                                                 const {T}* __restrict__ v, {T}* __restrict__ out) {{
+                  const {T}* __restrict__ v, {T}* __restrict__ out) {{
   constexpr int TQ = {TQ}, TK = {TK}, D = {D}, DV = {DV}, ROWS = {ROWS}, TILES = {TILES}, KEYS = {KEYS};
   constexpr int R = ROWS / 8;                      // query rows a thread
   constexpr int NC = (DV + 63) / 64;               // 4-column chunks a thread holds, 64 columns apart
@@ -190,12 +231,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   const {T}* kh = k + KB[0] + bi * KB[1] + hi * KB[2];
   const {T}* vh = v + VB[0] + bi * VB[1] + hi * VB[2];
 
-  for (int i = tid * 4; i < ROWS * D; i += {THREADS} * 4) {{
-    const int r = i / D, c = i % D;
-    float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-    if (q0 + r < TQ) stitch_ldv<4>(qh + (long long)(q0 + r) * QB[3] + c, x);
-    *reinterpret_cast<float4*>(qs + i) = make_float4(x[0], x[1], x[2], x[3]);
-  }}
+  stitch_load_rows<{T}, D, 0, {THREADS}>(qh, QB[3], q0, ROWS, TQ, qs, tid);
 
   float m[R], l[R], acc[R][NC][4];
 #pragma unroll
@@ -210,38 +246,12 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   const int kend = CAUSAL ? min(TK, q0 + ROWS) : TK;
   for (int k0 = 0; k0 < kend; k0 += KEYS) {{
     __syncthreads();  // the tile before is read
-    for (int i = tid * 4; i < KEYS * D; i += {THREADS} * 4) {{
-      const int r = i / D, c = i % D;
-      float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-      if (k0 + r < TK) stitch_ldv<4>(kh + (long long)(k0 + r) * KB[3] + c, x);
-      *reinterpret_cast<float4*>(ks + r * KD + c) = make_float4(x[0], x[1], x[2], x[3]);
-    }}
-    for (int i = tid * 4; i < KEYS * DV; i += {THREADS} * 4) {{
-      const int r = i / DV, c = i % DV;
-      float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-      if (k0 + r < TK) stitch_ldv<4>(vh + (long long)(k0 + r) * VB[3] + c, x);
-      *reinterpret_cast<float4*>(vs + i) = make_float4(x[0], x[1], x[2], x[3]);
-    }}
+    stitch_load_rows<{T}, D, 4, {THREADS}>(kh, KB[3], k0, KEYS, TK, ks, tid);
+    stitch_load_rows<{T}, DV, 0, {THREADS}>(vh, VB[3], k0, KEYS, TK, vs, tid);
     __syncthreads();
 
     float s[R][4];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[r][j] = 0.f;
-#pragma unroll
-    for (int d = 0; d < D; d += 4) {{
-      float4 kv[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(ks + (tc + 16 * j) * KD + d);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {{
-        const float4 qv = *reinterpret_cast<const float4*>(qs + (tr * R + r) * D + d);
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          s[r][j] = fmaf(qv.x, kv[j].x, fmaf(qv.y, kv[j].y, fmaf(qv.z, kv[j].z, fmaf(qv.w, kv[j].w, s[r][j]))));
-      }}
-    }}
+    stitch_tile_scores<R, D, KD>(qs, ks, tr, tc, s);
 
 #pragma unroll
     for (int r = 0; r < R; ++r) {{
@@ -288,7 +298,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
 #pragma unroll
         for (int c = 0; c < NC; ++c)
           vv[e][c] = 4 * tc + 64 * c < DV ? *reinterpret_cast<const float4*>(vs + (kk + e) * DV + 4 * tc + 64 * c)
-                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+           : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int r = 0; r < R; ++r) {{
         const float4 p4 = *reinterpret_cast<const float4*>(ps + (tr * R + r) * PD + kk);

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 
-from stitch_lsp.coders.template.attention.kernel import KEYS, MAX_HEAD, THREADS, Operands, query_rows
+from stitch_lsp.coders.template.attention.kernel import (KEYS, MAX_HEAD, THREADS, TILE_HELPERS, Operands,
+                           query_rows)
 from stitch_lsp.coders.template.attention.view_layout import hint as _hint
 from stitch_lsp.coders.template.cuda_common import PREAMBLE
 from stitch_lsp.coders.template.emitter import Unsupported
@@ -91,11 +92,12 @@ def probs_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGra
     single = one_pass(rows, tk, d)
     shared = shared_bytes(rows, tk, d, single)
     operands = Operands(refs, index, graph)
-    source = PREAMBLE + _SOURCE.format(name=name, T=_c_type(node.dtype), TQ=tq, TK=tk, D=d, ROWS=rows, TILES=tiles,
-                                       CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
-                                       KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
-                                       ONE_PASS="true" if single else "false",
-                                       QS=operands.layout(refs[0], tq, d), KS=operands.layout(refs[1], tk, d))
+    source = PREAMBLE + TILE_HELPERS + _SOURCE.format(
+        name=name, T=_c_type(node.dtype), TQ=tq, TK=tk, D=d, ROWS=rows, TILES=tiles,
+        CAUSAL="true" if causal else "false", SCALE=repr(float(scale * _LOG2E)),
+        KEYS=KEYS, THREADS=THREADS, FLOATS=shared // 4, H=h,
+        ONE_PASS="true" if single else "false",
+        QS=operands.layout(refs[0], tq, d), KS=operands.layout(refs[1], tk, d))
     flops = (1 if single else 2) * 2 * heads * tq * tk * d // (2 if causal else 1)
     how = ("one pass: each block holds its head's keys in shared memory and a row's scores in registers"
            if single else "two passes over the keys, the scores computed twice")
@@ -116,7 +118,7 @@ def probs_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGra
 # each 64 (16 apart). Shapes are the task's: every bound is a constant.
 _SOURCE = r"""
 extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __restrict__ q, const {T}* __restrict__ k,
-                                                 {T}* __restrict__ out) {{
+                  {T}* __restrict__ out) {{
   constexpr int TQ = {TQ}, TK = {TK}, D = {D}, ROWS = {ROWS}, TILES = {TILES}, KEYS = {KEYS};
   constexpr int R = ROWS / 8;
   constexpr int KD = D + 4, PD = KEYS + 4;
@@ -135,12 +137,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   const {T}* kh = k + KB[0] + bi * KB[1] + hi * KB[2];
   {T}* oh = out + (long long)head * TQ * TK;
 
-  for (int i = tid * 4; i < ROWS * D; i += {THREADS} * 4) {{
-    const int r = i / D, c = i % D;
-    float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-    if (q0 + r < TQ) stitch_ldv<4>(qh + (long long)(q0 + r) * QB[3] + c, x);
-    *reinterpret_cast<float4*>(qs + i) = make_float4(x[0], x[1], x[2], x[3]);
-  }}
+  stitch_load_rows<{T}, D, 0, {THREADS}>(qh, QB[3], q0, ROWS, TQ, qs, tid);
 
   const int kend = CAUSAL ? min(TK, q0 + ROWS) : TK;
   if constexpr ({ONE_PASS}) {{
@@ -148,12 +145,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
     // for keys tc + 16 j in registers: the keys are read and the scores computed once.
     constexpr int NJ = (TK + 15) / 16;
     const int kr = min(16 * NJ, (kend + 15) / 16 * 16);
-    for (int i = tid * 4; i < kr * D; i += {THREADS} * 4) {{
-      const int r = i / D, c = i % D;
-      float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-      if (r < TK) stitch_ldv<4>(kh + (long long)r * KB[3] + c, x);
-      *reinterpret_cast<float4*>(qs + ROWS * D + r * KD + c) = make_float4(x[0], x[1], x[2], x[3]);
-    }}
+    stitch_load_rows<{T}, D, 4, {THREADS}>(kh, KB[3], 0, kr, TK, qs + ROWS * D, tid);
     __syncthreads();
     const float* kall = qs + ROWS * D;
     float s[R][NJ];
@@ -211,30 +203,9 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __rest
   // s[r][j]: the base-2 score of row tr * R + r and key k0 + tc + 16 j, -inf where masked.
   auto scores = [&](int k0) {{
     __syncthreads();  // the tile before is read
-    for (int i = tid * 4; i < KEYS * D; i += {THREADS} * 4) {{
-      const int r = i / D, c = i % D;
-      float x[4] = {{0.f, 0.f, 0.f, 0.f}};
-      if (k0 + r < TK) stitch_ldv<4>(kh + (long long)(k0 + r) * KB[3] + c, x);
-      *reinterpret_cast<float4*>(ks + r * KD + c) = make_float4(x[0], x[1], x[2], x[3]);
-    }}
+    stitch_load_rows<{T}, D, 4, {THREADS}>(kh, KB[3], k0, KEYS, TK, ks, tid);
     __syncthreads();
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[r][j] = 0.f;
-#pragma unroll
-    for (int d = 0; d < D; d += 4) {{
-      float4 kv[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(ks + (tc + 16 * j) * KD + d);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {{
-        const float4 qv = *reinterpret_cast<const float4*>(qs + (tr * R + r) * D + d);
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          s[r][j] = fmaf(qv.x, kv[j].x, fmaf(qv.y, kv[j].y, fmaf(qv.z, kv[j].z, fmaf(qv.w, kv[j].w, s[r][j]))));
-      }}
-    }}
+    stitch_tile_scores<R, D, KD>(qs, ks, tr, tc, s);
 #pragma unroll
     for (int r = 0; r < R; ++r) {{
       const int row = q0 + tr * R + r;
