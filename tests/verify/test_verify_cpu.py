@@ -382,3 +382,22 @@ def test_small_bf16_outputs_that_carry_signal_are_verified_at_their_own_scale(ve
     zeros = L2_NORM_HONEST.replace("out = a / np.sqrt((a * a).sum(axis=1, keepdims=True))", "out = a * 0")
     cheat = verifier.verify(ref, Candidate(module_source=zeros), VerifyOptions(**opts))
     assert cheat.status is VerdictStatus.INCORRECT, cheat.summary
+
+
+def test_the_second_shape_is_judged_against_float64_too_where_eager_fails_it(verifier):
+    """sin(10000 * linear(x)): with any inputs, eager's float32 GEMM rounding shows in the output, at the second
+    shape as at the first; a candidate computing in float64 is off eager there but right, and passes."""
+    ref = SIN_OF_GEMM.replace("* 10.0", "* 10000.0")
+    candidate = Candidate(module_source=(CORPUS / "closer_than_eager_numpy.py").read_text()
+                          .replace("* 10.0", "* 10000.0"))
+    v = verifier.verify(ref, candidate, VerifyOptions(device="cpu", timing=False, use_cache=False))
+    assert v.status is VerdictStatus.CORRECT, v.summary
+    odd = next(t for t in v.correctness.trials if t.name == "odd-shape")
+    assert odd.passed and odd.mismatches > 0 and odd.float64 is not None and odd.float64.passed, odd.detail
+    assert "judged against float64 instead" in odd.detail
+    # A wrong answer (10% off, where eager's own error is about 1e-3) is still wrong against float64 there.
+    wrong = candidate.module_source.replace("np.sin(y * 10000.0)", "1.1 * np.sin(y * 10000.0)")
+    v = verifier.verify(ref, Candidate(module_source=wrong), VerifyOptions(device="cpu", timing=False, use_cache=False))
+    assert v.status is VerdictStatus.INCORRECT
+    odd = next(t for t in v.correctness.trials if t.name == "odd-shape")
+    assert not odd.passed and "judged against float64 too, and fails" in odd.detail

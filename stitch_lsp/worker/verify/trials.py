@@ -107,7 +107,7 @@ class Trials(Float64):
         if result.left_out:
             trial.detail += (f"; {result.left_out} of {result.numel} output values not judged: the reference is "
                              "not finite there from finite inputs (it overflowed its dtype)")
-        if not result.passed and kind in ("random", "adversarial") and not result.misplaced \
+        if not result.passed and kind in ("random", "adversarial", "shape") and not result.misplaced \
                 and values_only(ref_out, call.out):
             self.judge_against_float64(trial, ref_model, make, ref_out, call.out, overflow_left_out)
         if not call.ready or late:
