@@ -24,11 +24,25 @@ sys.path.insert(0, str(ROOT))
 SIZES = [(2, 4, 256, 64), (4, 12, 256, 64), (8, 12, 1024, 64), (2, 16, 2048, 128)]
 
 
+def timing_row(run, bases: tuple[str, ...], ours: str) -> dict:
+    """Each contender's median GPU µs, and ``ours`` against each base: the median ratio and its 95% interval."""
+    from stitch_lsp.contract.intervals import median_interval, round_ratios
+
+    row = {}
+    for name, s in run.samples.items():
+        row[f"{name}_us"] = 1e3 * sorted(s.round_gpu_ms)[len(s.round_gpu_ms) // 2]
+    for base in bases:
+        ratios = round_ratios(run.samples[base].round_gpu_ms, run.samples[ours].round_gpu_ms)
+        iv = median_interval(ratios)
+        row[f"{ours}_vs_{base}" if ours != "ours" else f"vs_{base}"] = sorted(ratios)[len(ratios) // 2]
+        row[(f"{ours}_vs_{base}" if ours != "ours" else f"vs_{base}") + "_ci"] = [iv.low, iv.high] if iv else None
+    return row
+
+
 def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from stitch_lsp.contract.intervals import median_interval, round_ratios
     from stitch_lsp.runtime.loader import load_kernel
     from stitch_lsp.worker.timing import run_interleaved
     from stitch_lsp.coders.template.attention.kernel import attention_kernel
@@ -72,13 +86,7 @@ def main() -> None:
                                   pairs=[("sdpa", "ours"), ("compile", "ours")])
             row = {"dtype": dtype, "shape": list(shape), "causal": True, "ours_note": spec.note, "max_abs_err": err,
                    "rounds": run.rounds}
-            for name, s in run.samples.items():
-                row[f"{name}_us"] = 1e3 * sorted(s.round_gpu_ms)[len(s.round_gpu_ms) // 2]
-            for base in ("sdpa", "compile"):
-                ratios = round_ratios(run.samples[base].round_gpu_ms, run.samples["ours"].round_gpu_ms)
-                iv = median_interval(ratios)
-                row[f"vs_{base}"] = sorted(ratios)[len(ratios) // 2]
-                row[f"vs_{base}_ci"] = [iv.low, iv.high] if iv else None
+            row.update(timing_row(run, ("sdpa", "compile"), "ours"))
             rows.append(row)
             print(json.dumps(row), flush=True)
     (out / "attention_kernel.json").write_text(json.dumps({"device": torch.cuda.get_device_name(),

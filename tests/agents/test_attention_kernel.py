@@ -94,6 +94,7 @@ def compiles_without_spilling(nvcc: str, spec, tmp_path) -> None:
 
 
 PROBS_VARIANTS = [dict(), dict(dtype="bfloat16"), dict(d=128, tq=1024, h=12), dict(tq=100, tk=302, d=32, causal=False),
+                  dict(b=4, h=12), dict(b=8, h=12, tq=512),  # 64 scores a thread: 32 rows of 256, 16 of 512
                   dict(tq=77, d=80, dtype="float16")]
 
 

@@ -86,11 +86,14 @@ def probs_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGra
         raise Unsupported(f"scale {scale}")
     heads = b * h
     rows = query_rows(heads, tq)
+    # One pass wherever a row's scores fit a thread's registers, with fewer query rows a block if need be: more
+    # blocks then read the same keys (from L2), which costs less than computing every score twice.
+    single = next((r for r in (rows, rows // 2, rows // 4) if r >= 8 and one_pass(r, tk, d)), 0)
+    rows = single or rows
     tiles = -(-tq // rows)
     if heads * tiles >= 2 ** 31 or heads * tq * tk >= 2 ** 62:
         raise Unsupported("too many query tiles for one launch")
-    single = one_pass(rows, tk, d)
-    shared = shared_bytes(rows, tk, d, single)
+    shared = shared_bytes(rows, tk, d, bool(single))
     operands = Operands(refs, index, graph)
     source = PREAMBLE + TILE_HELPERS + _SOURCE.format(
         name=name, T=_c_type(node.dtype), TQ=tq, TK=tk, D=d, ROWS=rows, TILES=tiles,
