@@ -62,6 +62,13 @@ def conv_layouts(graph: "OpGraph", groups: "list[Group]", index: "dict[str, OpNo
     return chained_layouts(graph, groups, index, channels_last)
 
 
+def attention_probs(node: "OpNode", graph: "OpGraph") -> bool:
+    """Whether the template Coder writes this attention-probabilities node as its kernel (the Planner folds it)."""
+    from stitch_lsp.coders.template.attention.probs_kernel import takes
+
+    return takes(node, graph)
+
+
 def gemm_tune_cases(graph: "OpGraph", gemm: "GemmOptions") -> "list[TuneCase]":
     """What a tuning run times: the template Coder's GEMM-family kernels of ``graph`` whose tile is not
     measured yet, each with every candidate tile."""
@@ -81,5 +88,5 @@ def workspace_module(graph: "OpGraph", gemm: "GemmOptions | None", channels_last
     return edit_module(program, loader_import=loader_import, func_name=func_name, header=header)
 
 
-__all__ = ["ATTENTION_LIBRARY", "Coder", "CoderError", "CoderUnavailable", "make_coder", "conv_layouts",
+__all__ = ["ATTENTION_LIBRARY", "attention_probs", "Coder", "CoderError", "CoderUnavailable", "make_coder", "conv_layouts",
            "gemm_tune_cases", "workspace_module"]

@@ -11,7 +11,7 @@ from typing import Any
 from attrs import evolve
 
 from stitch_lsp.cancellation import CancelToken, ProgressEvent, Reporter
-from stitch_lsp.coders import ATTENTION_LIBRARY as LIBRARY, conv_layouts, make_coder
+from stitch_lsp.coders import ATTENTION_LIBRARY as LIBRARY, attention_probs, conv_layouts, make_coder
 from stitch_lsp.fuse.judge import judge
 from stitch_lsp.fuse.outcome import FuseOutcome, keep
 from stitch_lsp.pipeline import Candidate, Plan
@@ -114,7 +114,7 @@ def _layout_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None
     first, first_verdict = outcome.candidate, outcome.verdict
     report(ProgressEvent("generating", f"the convolution in channels-last: {why}; trying it in NCHW", 65))
     cancel.raise_if_cancelled()
-    plan = make_plan(task, graph, device, gemm, channels_last=False, layouts=conv_layouts,
+    plan = make_plan(task, graph, device, gemm, channels_last=False, layouts=conv_layouts, probs=attention_probs,
                      attention=outcome.attention)
     writer = make_coder("template", settings)
     writer.gemm, writer.channels_last = gemm, False  # type: ignore[attr-defined]
@@ -186,7 +186,7 @@ def _attention_kernel_fallback(outcome: FuseOutcome, graph: Any, device: DeviceI
     report(ProgressEvent("generating", f"{why}; trying {alt}", 52))
     cancel.raise_if_cancelled()
     mode = LIBRARY if outcome.attention is True else outcome.attention
-    plan = make_plan(task, graph, device, gemm, layouts=conv_layouts, attention=bool(mode))
+    plan = make_plan(task, graph, device, gemm, layouts=conv_layouts, attention=mode, probs=attention_probs)
     writer = make_coder("template", settings)
     writer.gemm, writer.attention = gemm, mode  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)
@@ -253,7 +253,8 @@ def _gemm_fallback(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, 
     report(ProgressEvent("generating", f"the GEMM family: {why}; trying the GEMM on cuBLAS", 60))
     cancel.raise_if_cancelled()
     cublas = evolve(gemm, mode="cublas")
-    plan = make_plan(task, graph, device, cublas, layouts=conv_layouts, attention=outcome.attention)
+    plan = make_plan(task, graph, device, cublas, layouts=conv_layouts, attention=outcome.attention,
+                     probs=attention_probs)
     writer = make_coder("template", settings)
     writer.gemm, writer.attention = cublas, outcome.attention  # type: ignore[attr-defined]
     candidate = writer.generate(task, plan, None)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stitch_lsp.reports.ratios import speed_text
-from stitch_lsp.coders import CoderError, conv_layouts, gemm_tune_cases, make_coder
+from stitch_lsp.coders import CoderError, attention_probs, conv_layouts, gemm_tune_cases, make_coder
 from stitch_lsp.fuse.fallbacks import run_fallbacks
 from stitch_lsp.fuse.judge import judge
 from stitch_lsp.fuse.outcome import FuseOutcome, keep, task_dir_for
@@ -215,7 +215,7 @@ def _device_of(verifier: Any) -> DeviceInfo | None:
 
 
 def _plan(outcome: FuseOutcome, graph: Any, device: DeviceInfo | None, gemm: GemmOptions, report: Reporter) -> Plan:
-    plan = make_plan(outcome.task, graph, device, gemm, layouts=conv_layouts)
+    plan = make_plan(outcome.task, graph, device, gemm, layouts=conv_layouts, probs=attention_probs)
     outcome.plan = plan
     outcome.plan_text = describe(plan)
     (Path(outcome.task_dir) / "plan.json").write_text(to_json(plan, indent=1), encoding="utf-8")

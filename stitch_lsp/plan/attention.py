@@ -38,6 +38,8 @@ from attrs import define, evolve, field
 from stitch_lsp.op_graph import GraphInput, OpGraph, OpNode
 
 SDPA = "aten.scaled_dot_product_attention.default"
+# softmax(q·kᵀ·scale [+ causal mask]) without the second GEMM: the template Coder's kernel (``fold_attention_probs``)
+PROBS = "stitch.attention_probs"
 BMM = "aten.bmm.default"
 # Same elements in the same (row-major) order: walking through these keeps the logical tensor.
 _SAME_ORDER = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.clone.default",
@@ -468,20 +470,18 @@ def fold_attention(graph: OpGraph) -> tuple[OpGraph, list[AttentionMatch], list[
     return _without_dead(evolve(graph, nodes=nodes)), matches, misses
 
 
-PROBS = "stitch.attention_probs"
-
-
-def fold_attention_probs(graph: OpGraph, takes: Callable[[OpNode, OpGraph], bool]) -> tuple[OpGraph, list[str]]:
+def fold_attention_probs(graph: OpGraph, takes: Callable[[OpNode, OpGraph], bool]
+                         ) -> tuple[OpGraph, dict[str, str]]:
     """``graph`` with each ``softmax(q @ kᵀ · scale [+ causal mask])`` whose probabilities are not read by a
     second GEMM that ``fold_attention`` took (they are returned, as in nanoGPT's attention cut before ``@ v``,
     or read besides) as one ``stitch.attention_probs`` node (args q, k, causal; kwarg scale), where ``takes``
-    (the Coder's kernel) accepts it; and the descriptions of those taken. The node keeps the probabilities'
+    (the Coder's kernel) accepts it; and each node taken with its description, in graph order. The node keeps the probabilities'
     name, so their readers read it. Exactness is the written code's: the same scores, mask and softmax,
     computed in fp32, the masked entries exactly 0."""
     g = _Graph(graph)
     replaced: dict[str, OpNode] = {}
     folded: set[str] = set()
-    taken: list[str] = []
+    taken: dict[str, str] = {}
     for node in reversed(graph.nodes):
         if node.name in folded or len(node.shape) != 4:
             continue
@@ -497,13 +497,13 @@ def fold_attention_probs(graph: OpGraph, takes: Callable[[OpNode, OpGraph], bool
         replaced[node.name] = probs
         folded |= parts["interior"]
         mask = f", causal mask ({parts['mask']})" if parts["causal"] else ""
-        taken.append(f"attention probabilities {b}x{h} heads, {t} queries x {s} keys, head size {q.shape[3]}: "
-                     f"scores GEMM, scale {_hint(parts['scale']):.6g}{mask}, softmax -> one kernel that reads q and "
-                     f"k and writes the probabilities once")
+        taken[node.name] = (f"attention probabilities {b}x{h} heads, {t} queries x {s} keys, head size "
+                            f"{q.shape[3]}: scores GEMM, scale {_hint(parts['scale']):.6g}{mask}, softmax -> one "
+                            f"kernel of our own that reads q and k and writes the probabilities once")
     if not replaced:
-        return graph, []
+        return graph, {}
     nodes = [replaced.get(n.name, n) for n in graph.nodes]
-    return _without_dead(evolve(graph, nodes=nodes)), list(reversed(taken))
+    return _without_dead(evolve(graph, nodes=nodes)), dict(reversed(list(taken.items())))
 
 
 def _shape_arg(node: OpNode) -> list[Any]:
@@ -534,6 +534,10 @@ def attention_flops(node: OpNode, index: dict[str, OpNode]) -> int:
     """The two GEMMs' multiply-adds of an attention call (half of them under a causal mask, which the fused
     kernels skip)."""
     refs = node.refs()
+    if node.op == PROBS and len(refs) == 2:  # the scores GEMM alone
+        q, k = (index[r].shape for r in refs)
+        flops = 2 * math.prod(q[:-2]) * q[-2] * k[-2] * q[-1]
+        return flops // 2 if len(node.args) > 2 and node.args[2] is True else flops
     if len(refs) < 3:
         return node.numel
     q, k, v = (index[r].shape for r in refs[:3])

@@ -12,7 +12,7 @@ import math
 from typing import Callable
 
 from stitch_lsp.plan import library_calls, op_table
-from stitch_lsp.plan.attention import attention_flops, fold_attention, plan_note
+from stitch_lsp.plan.attention import attention_flops, fold_attention, fold_attention_probs, plan_note
 from stitch_lsp.plan.fusion import Group, domain, simplify, split
 from stitch_lsp.plan.conv_layout import ConvLayout
 from stitch_lsp.plan.gemm_match import fuse_gemms
@@ -145,18 +145,25 @@ def _eager_bytes(graph: OpGraph, index: dict[str, OpNode]) -> tuple[int, int]:
 
 # How the Coder lays out each convolution's output (``stitch_lsp.coders.conv_layouts``): the Planner notes it.
 LayoutAdvisor = Callable[[OpGraph, list[Group], dict[str, OpNode], bool | None], dict[str, ConvLayout]]
+# Whether the Coder writes an attention-probabilities node as its kernel (``stitch_lsp.coders.attention_probs``).
+ProbsAdvisor = Callable[[OpNode, OpGraph], bool]
 
 
 def make_plan(task: Task, graph: OpGraph, device: DeviceInfo | None = None, gemm: GemmOptions | None = None,
               channels_last: bool | None = None, layouts: LayoutAdvisor | None = None,
-              attention: bool = True) -> Plan:
+              attention: bool | str = True, probs: ProbsAdvisor | None = None) -> Plan:
     """``gemm``: the template Coder's GEMM options (which GEMMs its Triton family takes, with what tile);
     ``channels_last``: False when every convolution is to run in NCHW; ``layouts``: the Coder's choice of
     each convolution's layout, noted in the plan (None: not noted); ``attention``: False when hand-written
-    attention is kept as written (its fused call failed the Verifier), not planned as one library call."""
+    attention is kept as written (its fused call failed the Verifier), not planned as one library call, and
+    "library" when attention is left to PyTorch's kernels; ``probs``: whether the Coder writes attention's
+    probabilities alone as its kernel (planned so only while ``attention`` is True)."""
     traced = graph
-    graph, attention, attention_misses = fold_attention(simplify(traced)) if attention else (simplify(traced), [], [])
-    attention_notes = {m.node: plan_note(m) for m in attention}
+    graph, taken, attention_misses = fold_attention(simplify(traced)) if attention else (simplify(traced), [], [])
+    attention_notes = {m.node: plan_note(m) for m in taken}
+    if attention is True and probs is not None:
+        graph, folded = fold_attention_probs(graph, probs)
+        attention_notes.update(folded)
     graph, _ = fuse_gemms(graph, (gemm or default_options()).choose)
     index = graph.index()
     groups = split(graph)

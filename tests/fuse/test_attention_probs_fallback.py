@@ -59,3 +59,13 @@ def test_behind_torch_compile_it_gives_way_to_the_scores_gemm_and_softmax(tmp_pa
     assert "The scores GEMM on cuBLAS and a softmax kernel: " in outcome.message, outcome.message
     assert "the attention probabilities' kernel of our own passed but ran at 0.85x torch.compile" in outcome.message
     assert "PyTorch's fused attention" not in outcome.message
+
+
+def test_the_plan_says_the_probabilities_run_as_one_kernel_and_the_fallbacks_plan_says_not(tmp_path):
+    outcome, _ = fuse(tmp_path, correct(2.0), correct(1.2))
+    assert "attention probabilities 2x4 heads, 256 queries x 256 keys, head size 64" in outcome.plan_text
+    assert "one kernel of our own that reads q and k" in outcome.plan_text
+    # The offered candidate's plan is the one it was lowered from: the scores GEMM, then the softmax kernel.
+    fallen, _ = fuse(tmp_path / "again", behind_compile(1.05, 0.85), correct(1.3))
+    assert "attention_probs" not in fallen.plan_text and "row_reduction" in fallen.plan_text
+    assert "attention runs as the scores GEMM on cuBLAS and a softmax kernel" in fallen.plan_text

@@ -136,7 +136,7 @@ def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
     folded as the options say, split into groups, with each convolution's layout; and the graph's index."""
     source = graph
     graph = simplify(graph)
-    taken, probs = [], []
+    taken, probs = [], {}
     if attention:
         graph, taken, _ = fold_attention(graph)
     if attention is True:  # not when attention is left to the library (the attention kernel's fallback)
@@ -146,7 +146,7 @@ def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
     graph, moved = split_conv_bias(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in taken] + probs + list(folded) + moved,
+    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in taken] + list(probs.values()) + list(folded) + moved,
                              library_fusions=folded, pattern_calls=[m.describe() for m in taken],
                              written_attention=[m.node for m in taken],
                              source_graph=source, gemm_mode=gemm.mode,
