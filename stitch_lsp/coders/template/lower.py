@@ -146,7 +146,8 @@ def _grouped(graph: OpGraph, gemm: GemmOptions, channels_last: bool | None,
     graph, moved = split_conv_bias(graph)
     groups = split(graph)
     index = graph.index()
-    program = LoweredProgram(graph=graph, groups=groups, notes=[m.describe() for m in taken] + list(probs.values()) + list(folded) + moved,
+    notes = [m.describe() for m in taken] + list(probs.values()) + list(folded) + moved
+    program = LoweredProgram(graph=graph, groups=groups, notes=notes,
                              library_fusions=folded, pattern_calls=[m.describe() for m in taken],
                              written_attention=[m.node for m in taken],
                              source_graph=source, gemm_mode=gemm.mode,

@@ -170,7 +170,7 @@ TILE_HELPERS = r"""
 // shared memory at W + PAD floats a row, 4 elements a thread at a time.
 template <typename T, int W, int PAD, int THREADS>
 __device__ __forceinline__ void stitch_load_rows(const T* __restrict__ src, long long stride, int first, int n,
-                  int limit, float* dst, int tid) {
+                                                 int limit, float* dst, int tid) {
   for (int i = tid * 4; i < n * W; i += THREADS * 4) {
     const int r = i / W, c = i % W;
     float x[4] = {0.f, 0.f, 0.f, 0.f};
@@ -207,7 +207,7 @@ __device__ __forceinline__ void stitch_tile_scores(const float* qs, const float*
 # One block: ROWS query rows of one (batch, head). Shapes are the task's: every bound is a constant.
 _SOURCE = r"""
 extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __restrict__ q, const {T}* __restrict__ k,
-                  const {T}* __restrict__ v, {T}* __restrict__ out) {{
+                                                 const {T}* __restrict__ v, {T}* __restrict__ out) {{
   constexpr int TQ = {TQ}, TK = {TK}, D = {D}, DV = {DV}, ROWS = {ROWS}, TILES = {TILES}, KEYS = {KEYS};
   constexpr int R = ROWS / 8;                      // query rows a thread
   constexpr int NC = (DV + 63) / 64;               // 4-column chunks a thread holds, 64 columns apart

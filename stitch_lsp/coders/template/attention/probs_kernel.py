@@ -7,11 +7,14 @@ that is a batched GEMM into a (batch, heads, queries, keys) scores tensor, with 
 where they are views of a projection, then a softmax kernel that reads the scores back. This kernel
 reads q and k in place through their views, keeps the scores on chip and writes only the probabilities.
 
-Two passes over the keys, so that any number of keys fits: the first computes each row's maximum and
-sum (the online softmax of ``kernel.py``), the second computes the scores again and writes
+One pass where a head's keys fit in shared memory and a row's scores in a row group's registers (up to
+64 a thread, with fewer query rows a block if that is what makes them fit): the keys are read once, the
+scores computed once in fp32 products, and each row's maximum, sum and probabilities taken from registers.
+Otherwise two passes over the keys, so that any number of keys fits: the first computes each row's maximum
+and sum (the online softmax of ``kernel.py``), the second computes the scores again and writes
 ``exp(s - max) / sum`` a tile at a time, through shared memory so that each row's 64 keys leave as whole
-16-byte stores. The scores GEMM is done twice, in fp32 with fp32 products; at the sizes this is for, the
-second pass costs less than writing and reading back the scores.
+16-byte stores. (Measured on an H100 at nanoGPT's size, the two-pass form ran at 0.85x ``torch.compile``:
+``bench/results/models_fuse_h100_20261207/probs_kernel/``; the one-pass form is what runs there now.)
 
 Exactness is the written code's: the same scores (fp32 products; eager's cuBLAS fp32 GEMM, TF32 where the
 reference allows it), the mask replaces a masked score by -inf, NaN or ±Inf among a row's kept scores make
@@ -23,7 +26,7 @@ from __future__ import annotations
 import math
 
 from stitch_lsp.coders.template.attention.kernel import (KEYS, MAX_HEAD, THREADS, TILE_HELPERS, Operands,
-                           query_rows)
+                                                          query_rows)
 from stitch_lsp.coders.template.attention.view_layout import hint as _hint
 from stitch_lsp.coders.template.cuda_common import PREAMBLE
 from stitch_lsp.coders.template.emitter import Unsupported
@@ -121,7 +124,7 @@ def probs_kernel(node: OpNode, index: dict[str, OpNode], name: str, graph: OpGra
 # each 64 (16 apart). Shapes are the task's: every bound is a constant.
 _SOURCE = r"""
 extern "C" __global__ void __launch_bounds__({THREADS}) {name}(const {T}* __restrict__ q, const {T}* __restrict__ k,
-                  {T}* __restrict__ out) {{
+                                                 {T}* __restrict__ out) {{
   constexpr int TQ = {TQ}, TK = {TK}, D = {D}, ROWS = {ROWS}, TILES = {TILES}, KEYS = {KEYS};
   constexpr int R = ROWS / 8;
   constexpr int KD = D + 4, PD = KEYS + 4;
